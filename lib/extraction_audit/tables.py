@@ -1,0 +1,411 @@
+"""Table names, schemas, comments, and the read / idempotent-write helpers.
+
+These tables are a public API for SQL analysts (``../shared/TABLES.md``): names and the
+required columns never change; columns may be added.  Every write goes through
+``merge`` (keyed upsert) or ``replace_where`` (atomic overwrite of one run's slice), so
+a retried task or a re-run never duplicates rows.
+
+Local mode stores each table as a Delta folder ``<warehouse>/<name>`` and registers a
+temporary view of the same name for SQL; cluster mode (``storage.database`` set) uses
+catalog tables ``<database>.<name>``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import AuditConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    comment: str
+    columns: tuple[tuple[str, str, str], ...]  # (name, type, comment)
+    key: tuple[str, ...]
+    partition_by: tuple[str, ...] = ()
+
+    @property
+    def ddl(self) -> str:
+        return ", ".join(f"`{c}` {t} COMMENT '{_q(d)}'" for c, t, d in self.columns)
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c for c, _, _ in self.columns]
+
+    @property
+    def schema(self):
+        """Spark StructType of the table (for createDataFrame and UDF return types)."""
+        from pyspark.sql.types import StructType
+
+        return StructType.fromDDL(", ".join(f"`{c}` {t}" for c, t, _ in self.columns))
+
+
+def _q(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+RUN_ID = ("run_id", "STRING", "Audit run identifier; every findings row carries it")
+
+TABLES: dict[str, TableSpec] = {}
+
+
+def _table(spec: TableSpec) -> TableSpec:
+    TABLES[spec.name] = spec
+    return spec
+
+
+CORPUS_DOCUMENTS = _table(TableSpec(
+    "corpus_documents",
+    "Training-corpus documents tokenized with the target tokenizer (one row per document).",
+    (
+        ("corpus_id", "STRING", "Corpus identifier from corpus.id"),
+        ("doc_id", "STRING", "Document id: the configured id column, or sha1 of the text when absent"),
+        ("source", "STRING", "Where the text came from (file path, table, or the configured source column)"),
+        ("text", "STRING", "Document text as ingested"),
+        ("token_bytes", "BINARY", "Token ids, little-endian uint16 (token_width=2) or int32 (token_width=4); "
+                                  "decode with extraction_audit.tokens.decode_tokens"),
+        ("token_width", "TINYINT", "Bytes per token id in token_bytes (2 or 4)"),
+        ("n_tokens", "INT", "Number of tokens (no special tokens added)"),
+        ("n_chars", "INT", "Number of characters of text"),
+        ("tokenizer", "STRING", "Tokenizer fingerprint used for token_bytes"),
+        ("build_id", "STRING", "Index build that added the document"),
+        ("ingested_at", "TIMESTAMP", "When the document was added"),
+    ),
+    key=("corpus_id", "doc_id"),
+    partition_by=("corpus_id",),
+))
+
+CORPUS_NGRAMS = _table(TableSpec(
+    "corpus_ngrams",
+    "Hashed n-gram index of the corpus: one row per distinct n-gram hash, partitioned by hash-prefix bucket.",
+    (
+        ("corpus_id", "STRING", "Corpus identifier"),
+        ("tokenizer", "STRING", "Tokenizer fingerprint the n-grams were built with"),
+        ("n", "INT", "n-gram length in tokens"),
+        ("bucket", "INT", "Top bucket_bits bits of ngram_hash: partition and join unit"),
+        ("ngram_hash", "BIGINT", "64-bit hash of the n token ids (extraction_audit.hashing)"),
+        ("doc_count", "BIGINT", "Number of distinct documents containing the n-gram"),
+        ("occurrence_count", "BIGINT", "Number of occurrences in the corpus"),
+        ("postings", "ARRAY<STRUCT<doc_id: STRING, offset: INT>>",
+         "Up to index.max_postings (doc_id, first token offset) pointers, smallest doc_id first"),
+        ("postings_complete", "BOOLEAN", "True when postings lists every document holding the n-gram"),
+    ),
+    key=("corpus_id", "bucket", "ngram_hash"),
+    partition_by=("corpus_id", "bucket"),
+))
+
+CORPUS_INDEX = _table(TableSpec(
+    "corpus_index",
+    "Index metadata: one row per corpus (tokenizer identity, n, sizes).",
+    (
+        ("corpus_id", "STRING", "Corpus identifier"),
+        ("tokenizer", "STRING", "Tokenizer fingerprint (name plus hash of its vocabulary)"),
+        ("tokenizer_path", "STRING", "Tokenizer path or hub id used"),
+        ("n", "INT", "n-gram length"),
+        ("hash_bits", "INT", "Hash precision in bits"),
+        ("bucket_bits", "INT", "Bits of hash prefix used for buckets"),
+        ("max_postings", "INT", "Postings kept per n-gram"),
+        ("token_width", "TINYINT", "Bytes per token id in corpus_documents"),
+        ("documents", "BIGINT", "Documents indexed"),
+        ("tokens", "BIGINT", "Tokens indexed"),
+        ("distinct_ngrams", "BIGINT", "Rows in corpus_ngrams for this corpus"),
+        ("updated_at", "TIMESTAMP", "Last build"),
+    ),
+    key=("corpus_id",),
+))
+
+CORPUS_INDEX_BUILDS = _table(TableSpec(
+    "corpus_index_builds",
+    "One row per index build: what was read, added, skipped by reason, and how long it took.",
+    (
+        ("corpus_id", "STRING", "Corpus identifier"),
+        ("build_id", "STRING", "Build identifier"),
+        ("started_at", "TIMESTAMP", "Build start"),
+        ("finished_at", "TIMESTAMP", "Build end"),
+        ("records_read", "BIGINT", "Input records read"),
+        ("documents_added", "BIGINT", "New documents indexed"),
+        ("documents_already_present", "BIGINT", "Documents skipped because their doc_id was already indexed"),
+        ("tokens_added", "BIGINT", "Tokens of the new documents"),
+        ("skipped", "MAP<STRING, BIGINT>", "Records skipped, by reason (null_text, empty_text, too_large, "
+                                             "invalid_utf8, malformed_record, duplicate_id)"),
+        ("seconds", "DOUBLE", "Wall-clock seconds"),
+    ),
+    key=("corpus_id", "build_id"),
+))
+
+RUNS = _table(TableSpec(
+    "runs",
+    "One row per audit run: model, settings, budget, status and per-step statistics.",
+    (
+        RUN_ID,
+        ("status", "STRING", "created, running:<step>, failed:<step>, or complete"),
+        ("started_at", "TIMESTAMP", "Run start"),
+        ("finished_at", "TIMESTAMP", "Run completion (NULL until complete)"),
+        ("model", "STRING", "Model path or hub id"),
+        ("model_family", "STRING", "Model family for first-seen comparisons across runs"),
+        ("tokenizer", "STRING", "Tokenizer fingerprint"),
+        ("corpus_id", "STRING", "Corpus the run is matched against"),
+        ("prompt_strategy", "STRING", "Prompt strategies and shares, e.g. empty:0.5,public_prefix:0.5"),
+        ("sampling", "STRING", "Sampling settings as JSON"),
+        ("budget_tokens", "BIGINT", "Generation budget in generated tokens"),
+        ("generated_tokens", "BIGINT", "Generated tokens so far"),
+        ("config_json", "STRING", "Full validated configuration as JSON"),
+        ("steps_done", "ARRAY<STRING>", "Steps completed"),
+        ("step_stats", "STRING", "Per-step counts and seconds as JSON"),
+        ("control_run_id", "STRING", "Run of the control (e.g. base) model, when any"),
+        ("error", "STRING", "Last error message, when failed"),
+    ),
+    key=("run_id",),
+))
+
+SAMPLES = _table(TableSpec(
+    "samples",
+    "Generated (or imported) samples; token_ids are the generated ids exactly as sampled.",
+    (
+        RUN_ID,
+        ("sample_id", "BIGINT", "Deterministic sample number within the run"),
+        ("prompt_strategy", "STRING", "empty, public_prefix, repeat_word, file, or imported"),
+        ("prompt_text", "STRING", "Prompt text as given to the model (after any chat template)"),
+        ("prompt_token_ids", "ARRAY<INT>", "Prompt token ids"),
+        ("token_ids", "ARRAY<INT>", "Generated token ids only (prompt excluded)"),
+        ("text", "STRING", "Decoded generated text"),
+        ("n_tokens", "INT", "Number of generated tokens"),
+        ("seed", "BIGINT", "Sampling seed of this sample"),
+        ("divergence_offset", "INT", "repeat_word: first generated token offset that leaves the repetition"),
+        ("finish_reason", "STRING", "length, eos, or imported"),
+        ("created_at", "TIMESTAMP", "When generated"),
+    ),
+    key=("run_id", "sample_id"),
+    partition_by=("run_id",),
+))
+
+PASSAGE_OCCURRENCES = _table(TableSpec(
+    "passage_occurrences",
+    "Maximal runs of generated tokens covered by verified corpus n-gram matches.",
+    (
+        RUN_ID,
+        ("sample_id", "BIGINT", "Sample"),
+        ("start", "INT", "First covered token offset into the sample's generated tokens"),
+        ("end", "INT", "Exclusive end offset"),
+        ("passage_id", "STRING", "Passage (sha1 of the token sequence)"),
+    ),
+    key=("run_id", "sample_id", "start"),
+    partition_by=("run_id",),
+))
+
+EXTRACTED_PASSAGES = _table(TableSpec(
+    "extracted_passages",
+    "Distinct extracted passages with the number of corpus documents containing each.",
+    (
+        RUN_ID,
+        ("passage_id", "STRING", "sha1 of the passage's token ids"),
+        ("token_ids", "ARRAY<INT>", "Passage token ids"),
+        ("text", "STRING", "Decoded passage text"),
+        ("n_tokens", "INT", "Passage length in tokens"),
+        ("n_samples", "BIGINT", "Samples that emitted the passage"),
+        ("doc_count", "BIGINT", "Corpus documents containing the whole passage (exact or lower bound)"),
+        ("doc_count_is_exact", "BOOLEAN", "Whether doc_count is exact"),
+        ("doc_count_upper_bound", "BIGINT", "Smallest doc_count among the passage's n-grams"),
+        ("example_doc_ids", "ARRAY<STRING>", "Some documents containing the passage"),
+        ("is_low_entropy", "BOOLEAN", "Low-entropy filler; excluded from headline metrics"),
+        ("first_seen_run_id", "STRING", "Earliest run of the same model family that emitted the passage"),
+    ),
+    key=("run_id", "passage_id"),
+    partition_by=("run_id",),
+))
+
+PII_FINDINGS = _table(TableSpec(
+    "pii_findings",
+    "Personal data tagged in samples and looked up in the corpus. Raw values only when allowed by config.",
+    (
+        RUN_ID,
+        ("sample_id", "BIGINT", "Sample"),
+        ("entity_type", "STRING", "email, phone, card, iban, nhs_number, person_name, ..."),
+        ("char_start", "INT", "Start character offset in the sample text"),
+        ("char_end", "INT", "Exclusive end character offset"),
+        ("value_redacted", "STRING", "Redacted value safe to show"),
+        ("value_key", "STRING", "HMAC-SHA256 of the normalised value (keyed, never the raw value)"),
+        ("value", "STRING", "Raw value; NULL unless storage.allow_raw_pii"),
+        ("in_corpus", "BOOLEAN", "Whether the normalised value occurs in the corpus"),
+        ("corpus_doc_count", "BIGINT", "Corpus documents containing the value"),
+        ("detector", "STRING", "Detector name"),
+    ),
+    key=("run_id", "sample_id", "char_start"),
+    partition_by=("run_id",),
+))
+
+CANDIDATES = _table(TableSpec(
+    "candidates",
+    "Corpus-free route: membership scores and ranks per sample.",
+    (
+        RUN_ID,
+        ("sample_id", "BIGINT", "Sample"),
+        ("target_log_ppl", "DOUBLE", "Mean negative log-likelihood of generated tokens under the target"),
+        ("reference_ratio", "DOUBLE", "target_log_ppl / reference_log_ppl"),
+        ("zlib_ratio", "DOUBLE", "target_log_ppl / zlib entropy"),
+        ("lowercase_ratio", "DOUBLE", "target_log_ppl / log_ppl of lower-cased text"),
+        ("window_min_log_ppl", "DOUBLE", "Minimum mean NLL over sliding windows"),
+        ("min_k_prob", "DOUBLE", "Mean log-probability of the k% least likely tokens"),
+    ),
+    key=("run_id", "sample_id"),
+    partition_by=("run_id",),
+))
+
+REVIEWS = _table(TableSpec(
+    "reviews",
+    "Human review verdicts for candidates.",
+    (
+        RUN_ID,
+        ("sample_id", "BIGINT", "Sample"),
+        ("reviewer", "STRING", "Reviewer"),
+        ("verdict", "STRING", "confirmed, not_found, or unsure"),
+        ("evidence", "STRING", "Evidence such as a URL"),
+        ("reviewed_at", "TIMESTAMP", "When reviewed"),
+    ),
+    key=("run_id", "sample_id", "reviewer"),
+))
+
+RUN_METRICS = _table(TableSpec(
+    "run_metrics",
+    "Headline metrics at budget checkpoints (growth curve): one row per run and budget.",
+    (
+        RUN_ID,
+        ("budget_tokens", "BIGINT", "Budget checkpoint in generated tokens"),
+        ("generated_tokens", "BIGINT", "Tokens generated within the checkpoint"),
+        ("n_samples", "BIGINT", "Samples within the checkpoint"),
+        ("extracted_tokens", "BIGINT", "Generated tokens inside non-low-entropy passage occurrences"),
+        ("share_extracted", "DOUBLE", "extracted_tokens / generated_tokens"),
+        ("distinct_passages", "BIGINT", "Distinct non-low-entropy passages"),
+        ("distinct_rare_passages", "BIGINT", "Distinct non-low-entropy passages with doc_count 1 or 2"),
+        ("distinct_ngrams", "BIGINT", "Distinct matched n-grams"),
+        ("pii_found", "BIGINT", "Distinct PII values found in samples"),
+        ("pii_in_corpus", "BIGINT", "Distinct PII values found in samples and in the corpus"),
+    ),
+    key=("run_id", "budget_tokens"),
+))
+
+
+class Tables:
+    """Resolves table locations and performs idempotent writes."""
+
+    def __init__(self, spark, cfg: AuditConfig):
+        self.spark = spark
+        self.cfg = cfg
+        self.database = cfg.storage.database
+        self.warehouse = cfg.resolve(cfg.storage.warehouse)
+        if self.database:
+            spark.sql(f"CREATE DATABASE IF NOT EXISTS `{self.database}`")
+
+    # -- locations -----------------------------------------------------------
+    def location(self, name: str) -> str | None:
+        if self.warehouse is None:
+            return None
+        if "://" in self.warehouse or self.warehouse.startswith("dbfs:"):
+            return f"{self.warehouse.rstrip('/')}/{name}"
+        return str(Path(self.warehouse) / name)
+
+    def ref(self, name: str) -> str:
+        """SQL reference to the table (catalog name, or delta.`path`)."""
+        if self.database:
+            return f"`{self.database}`.`{name}`"
+        return f"delta.`{self.location(name)}`"
+
+    # -- schema --------------------------------------------------------------
+    def ensure(self, name: str) -> None:
+        spec = TABLES[name]
+        parts = f" PARTITIONED BY ({', '.join(spec.partition_by)})" if spec.partition_by else ""
+        loc = ""
+        if self.database and self.cfg.storage.warehouse and self.location(name):
+            loc = f" LOCATION '{self.location(name)}'"
+        self.spark.sql(
+            f"CREATE TABLE IF NOT EXISTS {self.ref(name)} ({spec.ddl}) USING DELTA{parts}{loc} "
+            f"COMMENT '{_q(spec.comment)}'"
+        )
+
+    def ensure_all(self) -> None:
+        for name in TABLES:
+            self.ensure(name)
+
+    def exists(self, name: str) -> bool:
+        from delta.tables import DeltaTable
+
+        if self.database:
+            return self.spark.catalog.tableExists(f"{self.database}.{name}")
+        return DeltaTable.isDeltaTable(self.spark, self.location(name))
+
+    def register_views(self) -> None:
+        """Local mode: temporary views named like the tables, so SQL reads the same everywhere."""
+        if self.database:
+            return
+        for name in TABLES:
+            if self.exists(name):
+                self.spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS SELECT * FROM {self.ref(name)}")
+
+    # -- reads ---------------------------------------------------------------
+    def read(self, name: str):
+        self.ensure(name)
+        return self.spark.table(f"{self.database}.{name}") if self.database else (
+            self.spark.read.format("delta").load(self.location(name)))
+
+    def delta(self, name: str):
+        from delta.tables import DeltaTable
+
+        self.ensure(name)
+        if self.database:
+            return DeltaTable.forName(self.spark, f"{self.database}.{name}")
+        return DeltaTable.forPath(self.spark, self.location(name))
+
+    # -- writes --------------------------------------------------------------
+    def _conform(self, name: str, df):
+        """Select the table's columns in order, casting to the declared types; extra
+        columns are an error (a typo would otherwise vanish), missing ones become NULL."""
+        from pyspark.sql import functions as F
+
+        spec = TABLES[name]
+        extra = set(df.columns) - set(spec.column_names)
+        if extra:
+            raise ValueError(f"columns {sorted(extra)} are not in table {name}'s schema")
+        cols = []
+        for c, t, _ in spec.columns:
+            cols.append((F.col(f"`{c}`") if c in df.columns else F.lit(None)).cast(t).alias(c))
+        return df.select(*cols)
+
+    def merge(self, name: str, df, update: bool = True, condition: str | None = None) -> None:
+        """Upsert by the table's key: re-running the same write leaves one row per key."""
+        spec = TABLES[name]
+        df = self._conform(name, df)
+        on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in spec.key)
+        if condition:
+            on = f"({on}) AND ({condition})"
+        m = self.delta(name).alias("t").merge(df.alias("s"), on)
+        if update:
+            m = m.whenMatchedUpdateAll()
+        m.whenNotMatchedInsertAll().execute()
+
+    def replace_where(self, name: str, df, predicate: str) -> None:
+        """Atomically replace the rows matching ``predicate`` (e.g. one run) with ``df``."""
+        self.ensure(name)
+        df = self._conform(name, df)
+        writer = df.write.format("delta").mode("overwrite").option("replaceWhere", predicate)
+        if self.database:
+            writer.saveAsTable(f"{self.database}.{name}")
+        else:
+            writer.save(self.location(name))
+
+    def append(self, name: str, df) -> None:
+        self.ensure(name)
+        df = self._conform(name, df)
+        writer = df.write.format("delta").mode("append")
+        if self.database:
+            writer.saveAsTable(f"{self.database}.{name}")
+        else:
+            writer.save(self.location(name))
+
+    def delete(self, name: str, predicate: str) -> None:
+        if self.exists(name):
+            self.delta(name).delete(predicate)

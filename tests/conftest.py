@@ -63,3 +63,27 @@ def demo_assets(tmp_path_factory):
     cache = os.environ.get("EXTRACTION_AUDIT_TEST_CACHE")
     root = Path(cache) if cache else tmp_path_factory.mktemp("demo-assets")
     return ensure_demo_assets(root)
+
+
+def build_word_tokenizer(path: Path, vocab: int = 64) -> Path:
+    """A word-level tokenizer where ``w<i>`` is token ``i``: token ids can be planted exactly
+    through text, so index and match tests can compare against brute force."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = {f"w{i}": i for i in range(vocab)}
+    words["<unk>"] = vocab
+    tok = Tokenizer(models.WordLevel(vocab=words, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>")
+    fast.save_pretrained(str(path))
+    return path
+
+
+def words(ids) -> str:
+    return " ".join(f"w{int(i)}" for i in ids)
+
+
+@pytest.fixture(scope="session")
+def word_tokenizer(tmp_path_factory) -> str:
+    return str(build_word_tokenizer(tmp_path_factory.mktemp("word-tokenizer")))

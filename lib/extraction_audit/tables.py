@@ -214,6 +214,8 @@ EXTRACTED_PASSAGES = _table(TableSpec(
         ("example_doc_ids", "ARRAY<STRING>", "Some documents containing the passage"),
         ("is_low_entropy", "BOOLEAN", "Low-entropy filler; excluded from headline metrics"),
         ("first_seen_run_id", "STRING", "Earliest run of the same model family that emitted the passage"),
+        ("emission_rate", "DOUBLE", "n_samples / samples in the run: estimated probability that one sample "
+                                    "at the run's sampling settings emits the passage"),
     ),
     key=("run_id", "passage_id"),
     partition_by=("run_id",),
@@ -234,9 +236,71 @@ PII_FINDINGS = _table(TableSpec(
         ("in_corpus", "BOOLEAN", "Whether the normalised value occurs in the corpus"),
         ("corpus_doc_count", "BIGINT", "Corpus documents containing the value"),
         ("detector", "STRING", "Detector name"),
+        ("corpus_lookup", "STRING", "How in_corpus was decided: index (corpus-side detector), search "
+                                    "(second-chance text search), not_found, or not_searched (over "
+                                    "pii.corpus_search_limit; in_corpus is NULL)"),
+        ("example_doc_ids", "ARRAY<STRING>", "Some corpus documents containing the value"),
+        ("linked_name_key", "STRING", "value_key of the person name nearest this identifier in the sample "
+                                      "(within pii.link_window_chars), when any"),
+        ("linked_in_same_doc", "BOOLEAN", "Whether that name and this identifier occur together in one "
+                                          "corpus document"),
+        ("linked_doc_count", "BIGINT", "Corpus documents containing both the linked name and this identifier"),
+        ("passage_id", "STRING", "Extracted passage whose occurrence overlaps this finding (NULL when none "
+                                 "or when matching has not run)"),
+        ("control_run_id", "STRING", "Control run compared against, when any"),
+        ("in_control", "BOOLEAN", "Whether the control run emitted the same value (NULL without control)"),
+        ("created_at", "TIMESTAMP", "When the finding was written"),
     ),
     key=("run_id", "sample_id", "char_start"),
     partition_by=("run_id",),
+))
+
+PII_CORPUS_INDEX = _table(TableSpec(
+    "pii_corpus_index",
+    "Personal data values tagged in the corpus by the same detectors: one row per distinct value "
+    "(keyed hash only, never the raw value).",
+    (
+        ("corpus_id", "STRING", "Corpus identifier"),
+        ("entity_type", "STRING", "Entity type"),
+        ("value_key", "STRING", "HMAC-SHA256 of the normalised value"),
+        ("doc_count", "BIGINT", "Corpus documents in which a detector tagged the value"),
+        ("occurrence_count", "BIGINT", "Tagged occurrences in the corpus"),
+        ("example_doc_ids", "ARRAY<STRING>", "Smallest doc_ids containing the value (pii.example_doc_ids)"),
+        ("updated_at", "TIMESTAMP", "Last time the row was recomputed"),
+    ),
+    key=("corpus_id", "entity_type", "value_key"),
+    partition_by=("corpus_id",),
+))
+
+PII_CORPUS_DOC_VALUES = _table(TableSpec(
+    "pii_corpus_doc_values",
+    "Per-document personal data values (keyed hashes): what keeps pii_corpus_index doc counts exact "
+    "under incremental builds, and what name/identifier linkage joins on.",
+    (
+        ("corpus_id", "STRING", "Corpus identifier"),
+        ("doc_id", "STRING", "Document"),
+        ("entity_type", "STRING", "Entity type"),
+        ("value_key", "STRING", "HMAC-SHA256 of the normalised value"),
+        ("occurrences", "INT", "Tagged occurrences in the document"),
+        ("detector", "STRING", "Detector that tagged it"),
+    ),
+    key=("corpus_id", "doc_id", "entity_type", "value_key"),
+    partition_by=("corpus_id",),
+))
+
+PII_CORPUS_SCANNED = _table(TableSpec(
+    "pii_corpus_scanned",
+    "One row per corpus document scanned for personal data, with the detector settings fingerprint: "
+    "an incremental build scans only documents without a row for the current fingerprint.",
+    (
+        ("corpus_id", "STRING", "Corpus identifier"),
+        ("doc_id", "STRING", "Document"),
+        ("scan_fingerprint", "STRING", "Hash of the detector settings and of the HMAC key's fingerprint"),
+        ("n_values", "INT", "Distinct values tagged in the document"),
+        ("scanned_at", "TIMESTAMP", "When scanned"),
+    ),
+    key=("corpus_id", "doc_id"),
+    partition_by=("corpus_id",),
 ))
 
 CANDIDATES = _table(TableSpec(
@@ -251,6 +315,26 @@ CANDIDATES = _table(TableSpec(
         ("lowercase_ratio", "DOUBLE", "target_log_ppl / log_ppl of lower-cased text"),
         ("window_min_log_ppl", "DOUBLE", "Minimum mean NLL over sliding windows"),
         ("min_k_prob", "DOUBLE", "Mean log-probability of the k% least likely tokens"),
+        ("reference_log_ppl", "DOUBLE", "Mean NLL of the generated tokens under the reference model"),
+        ("lowercase_log_ppl", "DOUBLE", "Target mean NLL of the lower-cased text, re-tokenized"),
+        ("zlib_entropy", "INT", "Bytes of zlib.compress of the UTF-8 sample text (default level)"),
+        ("n_tokens", "INT", "Generated tokens in the sample"),
+        ("n_scored_tokens", "INT", "Generated tokens scored (fewer only when prompt + sample exceed the "
+                                   "model context)"),
+        ("window_is_whole_sample", "BOOLEAN", "Sample not longer than rank.window: window_min_log_ppl is the "
+                                              "whole-sample value"),
+        ("rank_target_log_ppl", "INT", "Rank by target_log_ppl (1 = most likely memorised; lowest first); "
+                                       "NULL for non-representatives"),
+        ("rank_reference_ratio", "INT", "Rank by reference_ratio (lowest first)"),
+        ("rank_zlib_ratio", "INT", "Rank by zlib_ratio (lowest first)"),
+        ("rank_lowercase_ratio", "INT", "Rank by lowercase_ratio (lowest first)"),
+        ("rank_window_min_log_ppl", "INT", "Rank by window_min_log_ppl (lowest first)"),
+        ("rank_min_k_prob", "INT", "Rank by min_k_prob (highest first)"),
+        ("cluster_id", "BIGINT", "Near-duplicate cluster (MinHash LSH): smallest sample_id in the cluster"),
+        ("cluster_size", "INT", "Samples in the near-duplicate cluster"),
+        ("is_representative", "BOOLEAN", "The sample that stands for its cluster; only representatives are "
+                                         "ranked"),
+        ("scored_at", "TIMESTAMP", "When the scores were computed"),
     ),
     key=("run_id", "sample_id"),
     partition_by=("run_id",),
@@ -270,6 +354,24 @@ REVIEWS = _table(TableSpec(
     key=("run_id", "sample_id", "reviewer"),
 ))
 
+RANK_CALIBRATION = _table(TableSpec(
+    "rank_calibration",
+    "How well each membership score finds samples with a verified extracted passage (corpus route) "
+    "in the same run: precision at k and ROC AUC.",
+    (
+        RUN_ID,
+        ("score", "STRING", "Membership score (a candidates column)"),
+        ("k", "INT", "Top-k used: k_requested capped at n_ranked"),
+        ("k_requested", "INT", "Requested k (10, 100, 1000)"),
+        ("precision_at_k", "DOUBLE", "Share of the top-k ranked samples that are positive"),
+        ("auc", "DOUBLE", "ROC AUC of the score (rank-sum, ties counted half); NULL without both classes"),
+        ("n_positive", "BIGINT", "Ranked samples with a non-low-entropy passage occurrence"),
+        ("n_ranked", "BIGINT", "Samples ranked by the score (near-duplicate representatives)"),
+        ("computed_at", "TIMESTAMP", "When computed"),
+    ),
+    key=("run_id", "score", "k_requested"),
+))
+
 RUN_METRICS = _table(TableSpec(
     "run_metrics",
     "Headline metrics at budget checkpoints (growth curve): one row per run and budget.",
@@ -287,6 +389,30 @@ RUN_METRICS = _table(TableSpec(
         ("pii_in_corpus", "BIGINT", "Distinct PII values found in samples and in the corpus"),
     ),
     key=("run_id", "budget_tokens"),
+))
+
+CHANCE_BASELINE = _table(TableSpec(
+    "chance_baseline",
+    "Matches expected by chance: the matcher run over held-out human text that the model never produced "
+    "and the corpus does not contain, beside the run it calibrates.",
+    (
+        RUN_ID,
+        ("source", "STRING", "Held-out text location (report.holdout_source)"),
+        ("corpus_id", "STRING", "Corpus matched against"),
+        ("n", "INT", "Match length in tokens (index.n)"),
+        ("sequences", "BIGINT", "Held-out sequences matched (chunks of holdout_sequence_tokens tokens)"),
+        ("generated_tokens", "BIGINT", "Held-out tokens matched (the baseline's counterpart of generated tokens)"),
+        ("extracted_tokens", "BIGINT", "Held-out tokens inside non-low-entropy passage occurrences"),
+        ("share_extracted", "DOUBLE", "extracted_tokens / generated_tokens: share matched by chance"),
+        ("share_extracted_low", "DOUBLE", "Lower bound of the bootstrap interval over sequences"),
+        ("share_extracted_high", "DOUBLE", "Upper bound of the bootstrap interval over sequences"),
+        ("confidence", "DOUBLE", "Confidence level of the interval"),
+        ("distinct_passages", "BIGINT", "Distinct non-low-entropy matched passages (NULL if the matcher "
+                                        "returns no passage_id)"),
+        ("low_entropy_tokens", "BIGINT", "Held-out tokens inside low-entropy occurrences (excluded above)"),
+        ("computed_at", "TIMESTAMP", "When computed"),
+    ),
+    key=("run_id", "source"),
 ))
 
 

@@ -1,0 +1,393 @@
+"""Corpus n-gram index: build, incremental add, metadata, and the matcher's narrow interface.
+
+Reads the corpus source (via ``corpus.py``) and ``corpus_documents``; writes
+``corpus_documents``, ``corpus_ngrams``, ``corpus_index`` and ``corpus_index_builds``.
+
+Layout: one row per distinct n-gram hash per corpus, partitioned by ``(corpus_id,
+bucket)`` where ``bucket`` is the top ``index.bucket_bits`` bits of the hash, files
+range-partitioned and sorted by hash.  The matcher joins bucket against bucket, so the
+corpus side is read once and never shuffled.  ``postings`` keeps the first
+``index.max_postings`` ``(doc_id, offset)`` pointers (smallest doc_id first), which is
+all documents whenever ``doc_count <= max_postings``: enough for exact verification and
+exact document counts in the rare (privacy) case.
+
+Incremental and crash-safe: a build first appends the new documents (tokenized once)
+to ``corpus_documents`` tagged with a ``build_id``, then merges their n-grams into
+``corpus_ngrams`` in one Delta commit labelled with the build id (commit
+``userMetadata``), then records the build.  A re-run finishes any build whose n-grams
+are not yet merged (found through the table history) and skips documents whose
+``doc_id`` is already indexed, so re-indexing the same documents changes nothing.
+
+Everything outside this module sees the index only through ``NgramIndex``, so a compact
+sampled layout can replace the full n-gram table without touching the matcher.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+from .config import AuditConfig
+from .corpus import REJECT_REASONS, classify, read_raw, tokenize_documents
+from .errors import UserFacingError
+from .hashing import HashConfig, bucket_of, hash_concatenated
+from .tables import Tables
+from .tokenizer import check_model_location, load_tokenizer, tokenizer_fingerprint, vocab_size
+from .tokens import decode_tokens, token_width_for_vocab
+
+log = logging.getLogger(__name__)
+
+NGRAM_ROW_SCHEMA = "bucket INT, ngram_hash BIGINT, doc_id STRING, offset INT, occurrences INT"
+
+
+@dataclass(frozen=True)
+class IndexMeta:
+    corpus_id: str
+    tokenizer: str
+    tokenizer_path: str
+    n: int
+    hash_bits: int
+    bucket_bits: int
+    max_postings: int
+    token_width: int
+
+    @property
+    def hash_config(self) -> HashConfig:
+        return HashConfig(n=self.n, bits=self.hash_bits)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+# --------------------------------------------------------------------------- kernels
+def document_ngrams(doc_ids: list[str], token_arrays: list[np.ndarray], hash_cfg: HashConfig,
+                    bucket_bits: int) -> pd.DataFrame:
+    """Distinct n-grams per document with occurrence count and first offset (vectorised).
+
+    Windows never cross a document boundary (``hash_concatenated`` masks them)."""
+    lengths = np.fromiter((len(t) for t in token_arrays), dtype=np.int64, count=len(token_arrays))
+    if len(token_arrays) == 0 or lengths.sum() == 0:
+        return pd.DataFrame({"bucket": pd.Series(dtype=np.int32), "ngram_hash": pd.Series(dtype=np.int64),
+                             "doc_id": pd.Series(dtype=object), "offset": pd.Series(dtype=np.int32),
+                             "occurrences": pd.Series(dtype=np.int32)})
+    tokens = np.concatenate(token_arrays) if len(token_arrays) > 1 else token_arrays[0]
+    hashes, seq, offsets = hash_concatenated(tokens, lengths, hash_cfg)
+    frame = pd.DataFrame({"seq": seq, "ngram_hash": hashes, "offset": offsets})
+    grouped = frame.groupby(["seq", "ngram_hash"], sort=False).agg(
+        offset=("offset", "min"), occurrences=("offset", "size")).reset_index()
+    ids = np.asarray(doc_ids, dtype=object)
+    return pd.DataFrame({
+        "bucket": bucket_of(grouped["ngram_hash"].to_numpy(), bucket_bits),
+        "ngram_hash": grouped["ngram_hash"].to_numpy(np.int64),
+        "doc_id": ids[grouped["seq"].to_numpy()],
+        "offset": grouped["offset"].to_numpy(np.int32),
+        "occurrences": grouped["occurrences"].to_numpy(np.int32),
+    })
+
+
+def ngram_rows(docs, meta: IndexMeta):
+    """``corpus_documents`` rows -> one row per (document, distinct n-gram)."""
+    hash_cfg, bucket_bits, width = meta.hash_config, meta.bucket_bits, meta.token_width
+
+    def explode(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for pdf in batches:
+            arrays = [decode_tokens(b, width) for b in pdf["token_bytes"]]
+            yield document_ngrams(pdf["doc_id"].tolist(), arrays, hash_cfg, bucket_bits)
+
+    return docs.select("doc_id", "token_bytes").mapInPandas(explode, NGRAM_ROW_SCHEMA)
+
+
+def aggregate_ngrams(rows, meta: IndexMeta):
+    """One row per hash: doc_count, occurrence_count and the first K postings.
+
+    A window over the hash keeps only K postings per n-gram, so an n-gram found in
+    millions of documents (a licence) never builds a million-element array."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    k = meta.max_postings
+    key = Window.partitionBy("bucket", "ngram_hash")
+    ranked = (rows.withColumn("_rk", F.row_number().over(key.orderBy("doc_id", "offset")))
+              .withColumn("_docs", F.count(F.lit(1)).over(key))
+              .withColumn("_occ", F.sum("occurrences").over(key)))
+    return (ranked.where(F.col("_rk") <= k)
+            .groupBy("bucket", "ngram_hash")
+            .agg(F.first("_docs").cast("bigint").alias("doc_count"),
+                 F.first("_occ").cast("bigint").alias("occurrence_count"),
+                 F.array_sort(F.collect_list(F.struct("doc_id", "offset"))).alias("postings"))
+            .withColumn("postings_complete", F.col("doc_count") <= F.lit(k))
+            .withColumn("corpus_id", F.lit(meta.corpus_id))
+            .withColumn("tokenizer", F.lit(meta.tokenizer))
+            .withColumn("n", F.lit(meta.n)))
+
+
+# --------------------------------------------------------------------------- the index
+class NgramIndex:
+    """The matcher's view of one corpus index (metadata, n-gram table, documents)."""
+
+    def __init__(self, spark, cfg: AuditConfig, tables: Tables | None = None):
+        self.spark = spark
+        self.cfg = cfg
+        self.tables = tables or Tables(spark, cfg)
+        self.corpus_id = cfg.corpus.id
+
+    def meta(self) -> IndexMeta | None:
+        from pyspark.sql import functions as F
+
+        rows = (self.tables.read("corpus_index").where(F.col("corpus_id") == self.corpus_id)
+                .limit(1).collect())
+        if not rows:
+            return None
+        r = rows[0]
+        return IndexMeta(r.corpus_id, r.tokenizer, r.tokenizer_path, r.n, r.hash_bits, r.bucket_bits,
+                         r.max_postings, r.token_width)
+
+    def require_meta(self) -> IndexMeta:
+        meta = self.meta()
+        if meta is None:
+            raise UserFacingError(
+                f"corpus {self.corpus_id!r} has no index yet: run `extraction-audit index` first")
+        return meta
+
+    def ngrams(self):
+        from pyspark.sql import functions as F
+
+        return self.tables.read("corpus_ngrams").where(F.col("corpus_id") == self.corpus_id)
+
+    def documents(self):
+        from pyspark.sql import functions as F
+
+        return self.tables.read("corpus_documents").where(F.col("corpus_id") == self.corpus_id)
+
+    def check_tokenizer(self, fingerprint: str) -> IndexMeta:
+        """The samples' tokenizer must be the index's, or every comparison is meaningless."""
+        meta = self.require_meta()
+        if meta.tokenizer != fingerprint:
+            raise UserFacingError(
+                f"tokenizer mismatch: corpus {self.corpus_id!r} was indexed with {meta.tokenizer}, "
+                f"but the run uses {fingerprint}; index the corpus with the target model's tokenizer "
+                f"(new corpus.id) or use the matching model")
+        return meta
+
+
+# --------------------------------------------------------------------------- build
+def resolve_meta(cfg: AuditConfig, existing: IndexMeta | None) -> IndexMeta:
+    """Index parameters from config, checked against an existing index of the same corpus."""
+    tok_path = check_model_location(cfg.resolve(cfg.model.tokenizer_path), "model.tokenizer (or model.path)")
+    tok = load_tokenizer(tok_path)
+    meta = IndexMeta(
+        corpus_id=cfg.corpus.id,
+        tokenizer=tokenizer_fingerprint(tok, cfg.model.tokenizer or cfg.model.path),
+        tokenizer_path=tok_path,
+        n=cfg.index.n,
+        hash_bits=cfg.index.hash_bits,
+        bucket_bits=cfg.index.bucket_bits,
+        max_postings=cfg.index.max_postings,
+        token_width=token_width_for_vocab(vocab_size(tok)),
+    )
+    if existing is not None:
+        for field in ("tokenizer", "n", "hash_bits", "bucket_bits", "max_postings", "token_width"):
+            old, new = getattr(existing, field), getattr(meta, field)
+            if old != new:
+                raise UserFacingError(
+                    f"corpus {cfg.corpus.id!r} is already indexed with {field}={old}, but the config gives "
+                    f"{new}: an index cannot mix settings; use a new corpus.id to build a separate index")
+        meta = IndexMeta(**{**asdict(meta), "tokenizer_path": existing.tokenizer_path})
+    return meta
+
+
+def build_index(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
+    """Index new documents of the configured corpus; returns the build's statistics."""
+    from pyspark.sql import functions as F
+
+    started, t0 = _now(), time.time()
+    tables = tables or Tables(spark, cfg)
+    for name in ("corpus_documents", "corpus_ngrams", "corpus_index", "corpus_index_builds"):
+        tables.ensure(name)
+    index = NgramIndex(spark, cfg, tables)
+    meta = resolve_meta(cfg, index.meta())
+    _write_meta(spark, tables, meta)
+
+    finished_builds = _finish_pending_builds(spark, tables, meta)
+
+    classified = classify(read_raw(spark, cfg), cfg).cache()
+    try:
+        counts = {r["_reject"]: r["count"] for r in classified.groupBy("_reject").count().collect()}
+        records = int(sum(counts.values()))
+        skipped = {reason: int(counts.get(reason, 0)) for reason in REJECT_REASONS if counts.get(reason)}
+        if records == 0:
+            raise UserFacingError(f"corpus {cfg.corpus.id!r}: the source has no records ({cfg.corpus.path})")
+        valid = classified.where(F.col("_reject").isNull())
+        existing_ids = index.documents().select("doc_id")
+        new_docs = valid.join(existing_ids, "doc_id", "left_anti")
+        already = int(counts.get(None, 0))
+        build_id = f"build-{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+        tokenized = (tokenize_documents(new_docs, meta.tokenizer_path, meta.token_width)
+                     .withColumn("corpus_id", F.lit(meta.corpus_id))
+                     .withColumn("tokenizer", F.lit(meta.tokenizer))
+                     .withColumn("build_id", F.lit(build_id))
+                     .withColumn("ingested_at", F.lit(started)))
+        tables.append("corpus_documents", tokenized)
+    finally:
+        classified.unpersist()
+
+    added = (index.documents().where(F.col("build_id") == build_id)
+             .agg(F.count(F.lit(1)).alias("docs"), F.sum("n_tokens").alias("tokens")).collect()[0])
+    docs_added, tokens_added = int(added["docs"] or 0), int(added["tokens"] or 0)
+    already -= docs_added
+    if docs_added:
+        _merge_build_ngrams(spark, tables, meta, build_id)
+    stats = {
+        "corpus_id": meta.corpus_id,
+        "build_id": build_id,
+        "records_read": records,
+        "documents_added": docs_added,
+        "documents_already_present": already,
+        "tokens_added": tokens_added,
+        "skipped": skipped,
+        "builds_finished_after_crash": finished_builds,
+        "seconds": round(time.time() - t0, 2),
+    }
+    _record_build(spark, tables, meta, stats, started)
+    _refresh_meta_counts(spark, tables, meta)
+    log.info("index %s: %d records, %d new documents (%d tokens), %d already indexed, skipped %s, %.1fs",
+             meta.corpus_id, records, docs_added, tokens_added, already, skipped or "none", stats["seconds"])
+    return stats
+
+
+def _merge_build_ngrams(spark, tables: Tables, meta: IndexMeta, build_id: str) -> None:
+    """Add one build's n-grams to ``corpus_ngrams`` in a single commit labelled ``build_id``."""
+    from pyspark.sql import functions as F
+
+    docs = (tables.read("corpus_documents")
+            .where((F.col("corpus_id") == meta.corpus_id) & (F.col("build_id") == build_id)))
+    updates = aggregate_ngrams(ngram_rows(docs, meta), meta)
+    index_is_empty = not tables.read("corpus_ngrams").where(F.col("corpus_id") == meta.corpus_id).limit(1).count()
+    k = meta.max_postings
+    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", build_id)
+    try:
+        if index_is_empty:
+            parts = int(spark.conf.get("spark.sql.shuffle.partitions"))
+            ordered = updates.repartitionByRange(parts, "bucket", "ngram_hash").sortWithinPartitions(
+                "bucket", "ngram_hash")
+            tables.append("corpus_ngrams", ordered)
+        else:
+            target = tables.delta("corpus_ngrams")
+            (target.alias("t")
+             .merge(tables._conform("corpus_ngrams", updates).alias("s"),
+                    f"t.corpus_id = '{meta.corpus_id}' AND t.bucket = s.bucket AND t.ngram_hash = s.ngram_hash "
+                    "AND t.corpus_id = s.corpus_id")
+             .whenMatchedUpdate(set={
+                 "doc_count": "t.doc_count + s.doc_count",
+                 "occurrence_count": "t.occurrence_count + s.occurrence_count",
+                 "postings": f"slice(array_sort(concat(t.postings, s.postings)), 1, {k})",
+                 "postings_complete": f"t.doc_count + s.doc_count <= {k}",
+             })
+             .whenNotMatchedInsertAll()
+             .execute())
+    finally:
+        spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+
+
+def _merged_build_ids(tables: Tables) -> set[str]:
+    hist = tables.delta("corpus_ngrams").history().select("userMetadata").where("userMetadata IS NOT NULL")
+    return {r[0] for r in hist.collect()}
+
+
+def _finish_pending_builds(spark, tables: Tables, meta: IndexMeta) -> list[str]:
+    """Builds whose documents were written but whose n-grams were not merged (a crash)."""
+    from pyspark.sql import functions as F
+
+    recorded = {r[0] for r in tables.read("corpus_index_builds")
+                .where(F.col("corpus_id") == meta.corpus_id).select("build_id").collect()}
+    present = {r[0] for r in tables.read("corpus_documents").where(F.col("corpus_id") == meta.corpus_id)
+               .select("build_id").distinct().collect()}
+    pending = sorted(present - recorded)
+    if not pending:
+        return []
+    merged = _merged_build_ids(tables)
+    for build_id in pending:
+        if build_id not in merged:
+            log.warning("finishing interrupted index build %s", build_id)
+            _merge_build_ngrams(spark, tables, meta, build_id)
+        added = (tables.read("corpus_documents").where(F.col("build_id") == build_id)
+                 .agg(F.count(F.lit(1)).alias("d"), F.sum("n_tokens").alias("t")).collect()[0])
+        _record_build(spark, tables, meta, {
+            "build_id": build_id, "records_read": 0, "documents_added": int(added["d"]),
+            "documents_already_present": 0, "tokens_added": int(added["t"] or 0),
+            "skipped": {"finished_after_crash": 0}, "seconds": 0.0}, _now())
+    return pending
+
+
+def _record_build(spark, tables: Tables, meta: IndexMeta, stats: dict, started: datetime) -> None:
+    from .tables import CORPUS_INDEX_BUILDS
+
+    row = {
+        "corpus_id": meta.corpus_id, "build_id": stats["build_id"], "started_at": started,
+        "finished_at": _now(), "records_read": stats["records_read"],
+        "documents_added": stats["documents_added"],
+        "documents_already_present": stats["documents_already_present"],
+        "tokens_added": stats["tokens_added"], "skipped": stats["skipped"], "seconds": stats["seconds"],
+    }
+    tables.merge("corpus_index_builds", spark.createDataFrame([row], CORPUS_INDEX_BUILDS.schema))
+
+
+def _write_meta(spark, tables: Tables, meta: IndexMeta, documents: int = 0, tokens: int = 0,
+                distinct: int = 0, update_counts: bool = False) -> None:
+    from .tables import CORPUS_INDEX
+
+    row = {**asdict(meta), "documents": documents, "tokens": tokens, "distinct_ngrams": distinct,
+           "updated_at": _now()}
+    tables.merge("corpus_index", spark.createDataFrame([row], CORPUS_INDEX.schema), update=update_counts)
+
+
+def _refresh_meta_counts(spark, tables: Tables, meta: IndexMeta) -> None:
+    from pyspark.sql import functions as F
+
+    docs = (tables.read("corpus_documents").where(F.col("corpus_id") == meta.corpus_id)
+            .agg(F.count(F.lit(1)).alias("d"), F.sum("n_tokens").alias("t")).collect()[0])
+    distinct = tables.read("corpus_ngrams").where(F.col("corpus_id") == meta.corpus_id).count()
+    _write_meta(spark, tables, meta, int(docs["d"]), int(docs["t"] or 0), distinct, update_counts=True)
+
+
+def corpus_stats(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
+    """Index metadata and size: rows, bytes on disk, bytes per corpus token."""
+    from pyspark.sql import functions as F
+
+    tables = tables or Tables(spark, cfg)
+    index = NgramIndex(spark, cfg, tables)
+    meta = index.require_meta()
+    row = tables.read("corpus_index").where(F.col("corpus_id") == cfg.corpus.id).collect()[0].asDict()
+
+    def bytes_of(name: str) -> int:
+        files = (tables.read(name).where(F.col("corpus_id") == cfg.corpus.id)
+                 .select("_metadata.file_path", "_metadata.file_size").distinct())
+        total = files.agg(F.sum("file_size")).collect()[0][0]
+        return int(total or 0)
+
+    ngram_bytes, doc_bytes = bytes_of("corpus_ngrams"), bytes_of("corpus_documents")
+    builds = (tables.read("corpus_index_builds").where(F.col("corpus_id") == cfg.corpus.id)
+              .orderBy("started_at").collect())
+    tokens = row["tokens"] or 0
+    return {
+        **{k: row[k] for k in ("corpus_id", "tokenizer", "tokenizer_path", "n", "hash_bits", "bucket_bits",
+                               "max_postings", "token_width", "documents", "tokens", "distinct_ngrams")},
+        "updated_at": str(row["updated_at"]),
+        "ngram_table_bytes": ngram_bytes,
+        "document_table_bytes": doc_bytes,
+        "ngram_bytes_per_token": round(ngram_bytes / tokens, 3) if tokens else None,
+        "document_bytes_per_token": round(doc_bytes / tokens, 3) if tokens else None,
+        "builds": [{"build_id": b.build_id, "documents_added": b.documents_added,
+                    "documents_already_present": b.documents_already_present,
+                    "tokens_added": b.tokens_added, "skipped": dict(b.skipped or {}), "seconds": b.seconds}
+                   for b in builds],
+        "hash": asdict(meta.hash_config),
+    }

@@ -34,6 +34,7 @@ class StorageConfig(Section):
     warehouse: str = "./ea-data/warehouse"
     database: str | None = None
     cache_dir: str = "./ea-data/cache"
+    staging_dir: str | None = None  # scratch Delta folders; default <warehouse>/_staging
     allow_raw_pii: bool = False
     retention_hours: int = Field(168, ge=0)
 
@@ -108,6 +109,13 @@ class SamplingConfig(Section):
     temperature_start: float | None = Field(None, gt=0)
     temperature_decay_tokens: int = Field(0, ge=0)
 
+    @model_validator(mode="after")
+    def _schedule_window(self) -> "SamplingConfig":
+        if self.temperature_start is not None and self.temperature_decay_tokens == 0:
+            raise ValueError("sampling.temperature_start needs temperature_decay_tokens > 0 "
+                             "(or set temperature_start: null for a constant temperature)")
+        return self
+
 
 class PromptStrategyConfig(Section):
     strategy: Literal["empty", "public_prefix", "repeat_word", "file"]
@@ -123,11 +131,22 @@ class PromptStrategyConfig(Section):
     )
     repetitions: list[int] = Field(default_factory=lambda: [1, 3, 40])
     max_new_tokens: int | None = Field(None, ge=1)
+    # None: apply the tokenizer's chat template for repeat_word when it has one, never
+    # for other strategies; true/false forces it on/off (file prompts to a chat model).
+    chat_template: bool | None = None
 
     @model_validator(mode="after")
     def _needs_source(self) -> "PromptStrategyConfig":
         if self.strategy in ("public_prefix", "file") and not self.source:
             raise ValueError(f"prompts[].source is required for strategy '{self.strategy}'")
+        if self.strategy == "repeat_word":
+            if not self.words or not self.templates or not self.repetitions:
+                raise ValueError("repeat_word needs non-empty prompts[].words, templates and repetitions")
+            bad = [t for t in self.templates if "{words}" not in t and "{word}" not in t]
+            if bad:
+                raise ValueError(f"prompts[].templates must contain {{words}} or {{word}}: {bad[0]!r}")
+            if min(self.repetitions) < 1:
+                raise ValueError("prompts[].repetitions must be >= 1")
         if self.prefix_max_tokens < self.prefix_min_tokens:
             raise ValueError("prompts[].prefix_max_tokens must be >= prefix_min_tokens")
         return self
@@ -139,6 +158,13 @@ class GenerationConfig(Section):
     samples_per_task: int = Field(256, ge=1)
     seed: int = 0
     backend: Literal["hf", "vllm"] = "hf"
+    # Samples generated and committed per round; a kill loses at most one chunk.
+    # None: samples_per_task x the cluster's default parallelism.
+    chunk_samples: int | None = Field(None, ge=1)
+    # GPU clusters: run generation tasks under a stage-level resource profile asking
+    # for this many GPUs (and CPUs) per task; None leaves the cluster settings alone.
+    task_gpus: float | None = Field(None, gt=0)
+    task_cpus: int | None = Field(None, ge=1)
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
     prompts: list[PromptStrategyConfig] = Field(
         default_factory=lambda: [PromptStrategyConfig(strategy="empty")]
@@ -146,13 +172,36 @@ class GenerationConfig(Section):
 
 
 class MatchConfig(Section):
-    max_corpus_doc_count: int = Field(1_000_000, ge=1)
+    """Matching (``extraction_audit.match``): join plan, filler rule, rare threshold."""
+
+    broadcast_hashes_per_group: int = Field(20_000_000, ge=1)
     low_entropy_min_distinct_token_share: float = Field(0.3, ge=0, le=1)
     low_entropy_max_compression_ratio: float = Field(0.2, gt=0, le=1)
     low_entropy_min_alpha_share: float = Field(0.1, ge=0, le=1)
     rare_doc_count: int = Field(2, ge=1)
     example_doc_ids: int = Field(5, ge=1)
-    exact_doc_count_limit: int = Field(1000, ge=1)
+
+
+class CustomEntityConfig(Section):
+    """A user-defined entity type (e.g. a bank's customer id): a regex plus an optional
+    validator (``luhn``, ``iban``, ``mod11`` or a dotted path to ``f(str) -> bool``)."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    pattern: str
+    validator: str | None = None
+    ignore_case: bool = False
+    value_group: int | str = 0  # regex group holding the value (0: the whole match)
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        import re
+
+        try:
+            re.compile(v)
+        except re.error as err:
+            raise ValueError(f"not a valid regular expression: {err}") from None
+        return v
 
 
 class PiiConfig(Section):
@@ -164,27 +213,64 @@ class PiiConfig(Section):
     phone_regions: list[str] = Field(default_factory=lambda: ["GB", "US"])
     name_backend: Literal["builtin", "presidio", "hf"] = "builtin"
     name_model_path: str | None = None
-    custom: list[dict[str, Any]] = Field(default_factory=list)
+    name_min_score: float = Field(0.5, ge=0, le=1)  # presidio / hf backends
+    custom: list[CustomEntityConfig] = Field(default_factory=list)
     hmac_key_env: str = "EXTRACTION_AUDIT_PII_KEY"
     hmac_key: str | None = None
     corpus_search_limit: int = Field(10_000, ge=0)
+    date_day_first: bool = True  # 03/04/1985 is 3 April (UK) unless false (US)
+    link_window_chars: int = Field(100, ge=0)  # identifier "next to" a name: within this many chars
+    example_doc_ids: int = Field(5, ge=1)
 
 
 class RankConfig(Section):
+    """Corpus-free route (``extraction_audit.rank``): membership scores, near-duplicate
+    collapse, review queue size."""
+
     enabled: bool = True
+    scores: list[Literal["target_log_ppl", "reference_ratio", "zlib_ratio", "lowercase_ratio",
+                         "window_min_log_ppl", "min_k_prob"]] = Field(
+        default_factory=lambda: ["target_log_ppl", "reference_ratio", "zlib_ratio", "lowercase_ratio",
+                                 "window_min_log_ppl", "min_k_prob"]
+    )
     window: int = Field(50, ge=2)
     min_k_percent: float = Field(20.0, gt=0, le=100)
     batch_size: int = Field(16, ge=1)
+    reference_tokenizer: str | None = None  # None: the reference model shares the target's token ids
     minhash_threshold: float = Field(0.7, gt=0, le=1)
+    minhash_num_perm: int = Field(128, ge=16, le=1024)
+    shingle_tokens: int = Field(5, ge=2, le=64)
     top_n: int = Field(100, ge=1)
+
+    @field_validator("scores")
+    @classmethod
+    def _scores_nonempty_unique(cls, v: list[str]) -> list[str]:
+        if not v or len(set(v)) != len(v):
+            raise ValueError("rank.scores must list at least one score, each once")
+        return v
 
 
 class ReportConfig(Section):
+    """The HTML / Markdown report, its uncertainty settings and the chance baseline.
+
+    ``holdout_source``: held-out human text the model never produced and the corpus does
+    not contain (JSONL/JSON with ``holdout_text_column``, Parquet, or plain text with one
+    document per line); the matcher runs over it to measure matches expected by chance.
+    Runs whose per-sample summaries exceed ``bootstrap_max_driver_samples`` rows are
+    bootstrapped in Spark (Poisson weights) instead of pandas on the driver.
+    """
+
     enabled: bool = True
     output_dir: str = "./ea-data/reports"
     redact_passages: bool = False
     bootstrap_samples: int = Field(200, ge=10)
+    bootstrap_seed: int = 0
+    bootstrap_max_driver_samples: int = Field(500_000, ge=1)
+    confidence: float = Field(0.95, gt=0.5, lt=1)
+    top_passages: int = Field(20, ge=1, le=10_000)
     holdout_source: str | None = None
+    holdout_text_column: str = "text"
+    holdout_sequence_tokens: int | None = Field(None, ge=2)  # default: generation.sampling.max_new_tokens
 
 
 class AuditConfig(Section):

@@ -193,6 +193,7 @@ PASSAGE_OCCURRENCES = _table(TableSpec(
         ("start", "INT", "First covered token offset into the sample's generated tokens"),
         ("end", "INT", "Exclusive end offset"),
         ("passage_id", "STRING", "Passage (sha1 of the token sequence)"),
+        ("is_prompt_copy", "BOOLEAN", "The occurrence only reproduces the sample's own prompt (not counted)"),
     ),
     key=("run_id", "sample_id", "start"),
     partition_by=("run_id",),
@@ -214,6 +215,10 @@ EXTRACTED_PASSAGES = _table(TableSpec(
         ("example_doc_ids", "ARRAY<STRING>", "Some documents containing the passage"),
         ("is_low_entropy", "BOOLEAN", "Low-entropy filler; excluded from headline metrics"),
         ("first_seen_run_id", "STRING", "Earliest run of the same model family that emitted the passage"),
+        ("n_occurrences", "BIGINT", "Occurrences of the passage in the run's samples"),
+        ("low_entropy_reason", "STRING", "repetitive_tokens, compressible or few_letters (NULL when not filler)"),
+        ("is_prompt_copy", "BOOLEAN", "Every occurrence only reproduces its sample's prompt; excluded from metrics"),
+        ("is_stitched", "BOOLEAN", "No single document holds the whole passage (doc_count = 0)"),
         ("emission_rate", "DOUBLE", "n_samples / samples in the run: estimated probability that one sample "
                                     "at the run's sampling settings emits the passage"),
     ),

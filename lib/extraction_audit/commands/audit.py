@@ -1,0 +1,31 @@
+"""``extraction-audit audit``: every configured step under one run id; re-run to finish a crashed run."""
+
+from __future__ import annotations
+
+import json
+
+
+def register(sub) -> None:
+    from ..cli import add_config_argument
+
+    p = sub.add_parser("audit", help="run (or resume) a complete audit: index, generate, match, pii, rank, report")
+    add_config_argument(p)
+    p.add_argument("--run-id", default=None, help="resume this run (default: a new run id)")
+    p.add_argument("--control-run-id", default=None, help="run of the control (e.g. base) model")
+    p.add_argument("--compare", action="append", default=[], metavar="RUN_ID",
+                   help="runs to compare with in the report")
+    p.add_argument("--steps", default=None, help="comma-separated subset of steps (default: config steps)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..audit import run_audit
+    from ..cli import load_cli_config
+    from ..spark import get_spark
+
+    cfg = load_cli_config(args)
+    steps = [s.strip() for s in args.steps.split(",")] if args.steps else None
+    result = run_audit(get_spark(cfg), cfg, run_id=args.run_id, control_run_id=args.control_run_id,
+                       compare_run_ids=tuple(args.compare), steps=steps)
+    print(json.dumps(result, indent=2, default=str))
+    return 0

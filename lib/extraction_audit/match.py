@@ -1,0 +1,552 @@
+"""Verbatim matching: sample n-grams -> corpus index join -> exact verification ->
+maximal passages -> document counts -> low-entropy and prompt-copy flags -> metrics.
+
+Reads ``samples``, ``runs``, ``corpus_ngrams`` / ``corpus_documents`` (through
+``NgramIndex``), ``pii_findings`` (for the PII columns of ``run_metrics``, when present).
+Writes ``passage_occurrences``, ``extracted_passages`` and ``run_metrics`` for one run,
+each with ``replaceWhere run_id = R`` so a re-run replaces, never duplicates.
+
+The semantics are ``../shared/TABLES.md`` to the letter:
+
+* every window ``g[i:i+n]`` of a sample's generated tokens is hashed with the index's
+  hash; hash hits are *candidates* only;
+* a candidate is verified token by token against a posting's document; hits on one
+  diagonal (same sample, same document, same offset difference) are chained into one
+  segment that is compared once, not once per window;
+* covered positions are the union of verified windows; a maximal run is a passage
+  occurrence; a passage is its distinct token sequence (``passage_id`` = sha1 of the
+  comma-joined token ids);
+* ``doc_count`` counts documents holding the whole passage: candidates are the postings
+  of the passage's rarest n-gram, each checked by substring search, so the count is
+  exact whenever that n-gram's postings are complete (``doc_count <= index.max_postings``);
+  otherwise it is an exact lower bound and ``doc_count_upper_bound`` is the smallest
+  n-gram document count.  A run containing a window that is in no document (stitched
+  from windows of different documents) gets ``doc_count = 0`` and ``is_stitched``.
+
+Join plan (see README "Matching at scale"): the distinct sample hashes are staged by
+hash-prefix bucket; buckets are processed in groups small enough that the group's
+sample hashes are broadcast, so each corpus bucket is scanned once and the corpus side
+is never shuffled.  Each hash has one corpus row carrying at most ``max_postings``
+pointers, so a boilerplate n-gram cannot blow up the join.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import time
+import zlib
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+from .config import AuditConfig, MatchConfig
+from .errors import UserFacingError
+from .hashing import HashConfig, bucket_of, hash_concatenated
+from .index import IndexMeta, NgramIndex
+from .runs import RunRecord
+from .tables import Tables
+from .tokenizer import load_tokenizer
+from .tokens import decode_tokens
+
+log = logging.getLogger(__name__)
+
+SAMPLE_WINDOW_SCHEMA = "sample_id BIGINT, pos INT, bucket INT, ngram_hash BIGINT"
+
+
+# =========================================================================== kernels
+def sample_windows_frame(sample_ids: np.ndarray, token_lists: list, hash_cfg: HashConfig,
+                         bucket_bits: int) -> pd.DataFrame:
+    """Every n-window of every sample, hashed with the index's function (vectorised)."""
+    arrays = [np.asarray(t if t is not None else [], dtype=np.int64) for t in token_lists]
+    lengths = np.fromiter((len(a) for a in arrays), dtype=np.int64, count=len(arrays))
+    if len(arrays) == 0 or lengths.sum() == 0:
+        return pd.DataFrame({"sample_id": pd.Series(dtype=np.int64), "pos": pd.Series(dtype=np.int32),
+                             "bucket": pd.Series(dtype=np.int32), "ngram_hash": pd.Series(dtype=np.int64)})
+    hashes, seq, offsets = hash_concatenated(np.concatenate(arrays), lengths, hash_cfg)
+    return pd.DataFrame({
+        "sample_id": np.asarray(sample_ids, dtype=np.int64)[seq],
+        "pos": offsets.astype(np.int32),
+        "bucket": bucket_of(hashes, bucket_bits),
+        "ngram_hash": hashes,
+    })
+
+
+def verified_positions(sample_tokens: np.ndarray, doc_tokens: np.ndarray, diag: int,
+                       positions: np.ndarray, n: int) -> np.ndarray:
+    """Candidate window starts (one diagonal) whose n tokens equal the document's tokens
+    at ``pos - diag``: one vectorised comparison per segment, not per window."""
+    positions = np.asarray(positions, dtype=np.int64)
+    lo, hi = int(positions.min()), int(positions.max()) + n
+    d_lo, d_hi = lo - diag, hi - diag
+    if d_lo < 0 or d_hi > len(doc_tokens) or hi > len(sample_tokens):
+        ok = np.array([p - diag >= 0 and p - diag + n <= len(doc_tokens) and p + n <= len(sample_tokens)
+                       and np.array_equal(sample_tokens[p:p + n], doc_tokens[p - diag:p - diag + n])
+                       for p in positions], dtype=bool)
+        return positions[ok]
+    eq = (sample_tokens[lo:hi] == doc_tokens[d_lo:d_hi]).astype(np.int64)
+    mismatches = np.concatenate([[0], np.cumsum(1 - eq)])
+    rel = positions - lo
+    return positions[(mismatches[rel + n] - mismatches[rel]) == 0]
+
+
+def count_containing(passage: np.ndarray, doc_tokens: np.ndarray) -> bool:
+    """Whether ``doc_tokens`` contains ``passage`` contiguously (aligned byte search)."""
+    if len(passage) > len(doc_tokens):
+        return False
+    needle = passage.astype("<i4").tobytes()
+    hay = doc_tokens.astype("<i4").tobytes()
+    start = hay.find(needle)
+    while start != -1:
+        if start % 4 == 0:
+            return True
+        start = hay.find(needle, start + 1)
+    return False
+
+
+def low_entropy_reason(token_ids: np.ndarray, text: str, mc: MatchConfig) -> str | None:
+    """Filler rule (documented in README): a passage is low-entropy when
+
+    * its distinct-token share is below ``low_entropy_min_distinct_token_share`` (runs of
+      one token or a short cycle: ``= = = =``, ``the the the``), or
+    * its text compresses to less than ``low_entropy_max_compression_ratio`` of its UTF-8
+      size with zlib (long runs of a character, repeated rows), or
+    * fewer than ``low_entropy_min_alpha_share`` of its non-space characters are letters
+      (number lists, separator tables, hex dumps).
+    """
+    ids = np.asarray(token_ids)
+    if len(ids) and len(np.unique(ids)) / len(ids) < mc.low_entropy_min_distinct_token_share:
+        return "repetitive_tokens"
+    raw = text.encode("utf-8")
+    if raw and len(zlib.compress(raw, 9)) / len(raw) < mc.low_entropy_max_compression_ratio:
+        return "compressible"
+    chars = [c for c in text if not c.isspace()]
+    if chars and sum(c.isalpha() for c in chars) / len(chars) < mc.low_entropy_min_alpha_share:
+        return "few_letters"
+    return None
+
+
+def is_prompt_copy(passage: np.ndarray, prompt: np.ndarray) -> bool:
+    """A passage that only reproduces the sample's own prompt is not extraction: it is a
+    contiguous part of the prompt, or made only of tokens the prompt contains (the
+    repeated word of a divergence prompt and its punctuation)."""
+    if prompt is None or len(prompt) == 0:
+        return False
+    if count_containing(passage, prompt):
+        return True
+    return bool(np.isin(passage, prompt).all())
+
+
+def passage_id_of(token_ids) -> str:
+    return hashlib.sha1(",".join(str(int(t)) for t in token_ids).encode("ascii")).hexdigest()
+
+
+# =========================================================================== pipeline
+class Matcher:
+    """Runs the matching pipeline for DataFrames of ``(sample_id, token_ids, prompt_token_ids)``."""
+
+    def __init__(self, spark, cfg: AuditConfig, tables: Tables, meta: IndexMeta, staging: str):
+        self.spark = spark
+        self.cfg = cfg
+        self.tables = tables
+        self.meta = meta
+        self.index = NgramIndex(spark, cfg, tables)
+        self.staging = staging
+        self.stats: dict = {}
+
+    # ---------------------------------------------------------------- candidates
+    def sample_windows(self, sequences):
+        hash_cfg, bucket_bits = self.meta.hash_config, self.meta.bucket_bits
+
+        def windows(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+            for pdf in batches:
+                yield sample_windows_frame(pdf["sample_id"].to_numpy(), list(pdf["token_ids"]), hash_cfg,
+                                           bucket_bits)
+
+        return sequences.select("sample_id", "token_ids").mapInPandas(windows, SAMPLE_WINDOW_SCHEMA)
+
+    def corpus_hits(self, windows_path: str):
+        """Corpus rows for the distinct sample hashes, bucket group by bucket group.
+
+        Within a group the sample hashes are broadcast, so the corpus bucket files are
+        scanned once and never shuffled."""
+        from pyspark.sql import functions as F
+
+        windows = self.spark.read.format("delta").load(windows_path)
+        distinct = windows.select("bucket", "ngram_hash").distinct()
+        per_bucket = {r["bucket"]: r["count"] for r in distinct.groupBy("bucket").count().collect()}
+        total = sum(per_bucket.values())
+        cap = self.cfg.match.broadcast_hashes_per_group
+        groups: list[list[int]] = [[]]
+        size = 0
+        for bucket in sorted(per_bucket):
+            if groups[-1] and size + per_bucket[bucket] > cap:
+                groups.append([])
+                size = 0
+            groups[-1].append(bucket)
+            size += per_bucket[bucket]
+        hits_path = f"{self.staging}/hits"
+        corpus = self.index.ngrams().select("bucket", "ngram_hash", "doc_count", "postings", "postings_complete")
+        mode = "overwrite"
+        for i, group in enumerate(g for g in groups if g):
+            keys = distinct.where(F.col("bucket").isin(group))
+            hits = corpus.where(F.col("bucket").isin(group)).join(F.broadcast(keys), ["bucket", "ngram_hash"])
+            hits.write.format("delta").mode(mode).save(hits_path)
+            mode = "append"
+            log.info("match: bucket group %d/%d (%d buckets, %d sample hashes) joined", i + 1, len(groups),
+                     len(group), sum(per_bucket[b] for b in group))
+        if mode == "overwrite":  # no sample windows at all
+            corpus.limit(0).write.format("delta").mode("overwrite").save(hits_path)
+        self.stats.update(distinct_sample_ngrams=int(total), bucket_groups=len([g for g in groups if g]))
+        return self.spark.read.format("delta").load(hits_path)
+
+    # ---------------------------------------------------------------- verification
+    def needed_documents(self, candidates):
+        """Tokens of every document a candidate points to: the document table is filtered
+        by a broadcast of the (few) needed ids, so it is scanned once, not shuffled."""
+        from pyspark.sql import functions as F
+
+        ids = candidates.select(F.explode("postings.doc_id").alias("doc_id")).distinct()
+        return (self.index.documents().select("doc_id", "token_bytes", "token_width")
+                .join(F.broadcast(ids), "doc_id"))
+
+    def verify(self, candidates, sequences, docs):
+        """Verified windows ``(sample_id, pos, doc_id)`` from candidate windows."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        n = self.meta.n
+        exploded = (candidates.select("sample_id", "pos", F.explode("postings").alias("p"))
+                    .select("sample_id", "pos", F.col("p.doc_id").alias("doc_id"),
+                            (F.col("pos") - F.col("p.offset")).alias("diag")))
+        w = Window.partitionBy("sample_id", "doc_id", "diag").orderBy("pos")
+        segments = (exploded.withColumn("seg", F.col("pos") - F.row_number().over(w))
+                    .groupBy("sample_id", "doc_id", "diag", "seg")
+                    .agg(F.collect_list("pos").alias("positions")))
+        tokens = sequences.select("sample_id", "token_ids")
+        joined = (segments.join(tokens.join(F.broadcast(segments.select("sample_id").distinct()), "sample_id"),
+                                "sample_id")
+                  .join(docs, "doc_id"))
+
+        def check(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+            for pdf in batches:
+                out_s, out_p, out_d = [], [], []
+                for sid, toks, did, blob, width, diag, positions in zip(
+                        pdf["sample_id"], pdf["token_ids"], pdf["doc_id"], pdf["token_bytes"],
+                        pdf["token_width"], pdf["diag"], pdf["positions"]):
+                    ok = verified_positions(np.asarray(toks, dtype=np.int64),
+                                            decode_tokens(blob, int(width)).astype(np.int64),
+                                            int(diag), np.asarray(positions), n)
+                    out_s.extend([sid] * len(ok))
+                    out_p.extend(ok.tolist())
+                    out_d.extend([did] * len(ok))
+                yield pd.DataFrame({"sample_id": np.asarray(out_s, dtype=np.int64),
+                                    "pos": np.asarray(out_p, dtype=np.int32), "doc_id": out_d})
+
+        return joined.mapInPandas(check, "sample_id BIGINT, pos INT, doc_id STRING")
+
+    # ---------------------------------------------------------------- passages
+    def occurrences(self, verified_windows):
+        """Maximal runs of covered positions per sample (gaps and islands over window starts)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        n = self.meta.n
+        w = Window.partitionBy("sample_id").orderBy("pos")
+        islands = (verified_windows
+                   .withColumn("_new", F.coalesce((F.col("pos") > F.lag("pos").over(w) + n).cast("int"), F.lit(1)))
+                   .withColumn("_island", F.sum("_new").over(w.rowsBetween(Window.unboundedPreceding, 0))))
+        return (islands.groupBy("sample_id", "_island")
+                .agg(F.min("pos").alias("start"), (F.max("pos") + n).alias("end"),
+                     F.count(F.lit(1)).alias("n_windows"),
+                     F.min_by(F.struct("doc_count", "postings", "postings_complete"), "doc_count").alias("rarest"))
+                .drop("_island"))
+
+    def passages(self, occurrences, sequences):
+        """Occurrence token sequences, passage ids and prompt-copy flags."""
+        from pyspark.sql import functions as F
+
+        n = self.meta.n
+        seq = sequences.select("sample_id", "token_ids", "prompt_token_ids")
+        occ = occurrences.join(seq.join(F.broadcast(occurrences.select("sample_id").distinct()), "sample_id"),
+                               "sample_id")
+
+        def tag(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+            for pdf in batches:
+                ids, copies, seqs = [], [], []
+                for toks, prompt, start, end in zip(pdf["token_ids"], pdf["prompt_token_ids"], pdf["start"],
+                                                    pdf["end"]):
+                    p = np.asarray(toks[start:end], dtype=np.int64)
+                    seqs.append(p.astype(np.int32))
+                    ids.append(passage_id_of(p))
+                    copies.append(is_prompt_copy(p, np.asarray(prompt if prompt is not None else [],
+                                                               dtype=np.int64)))
+                out = pdf.drop(columns=["token_ids", "prompt_token_ids"])
+                out["passage_id"] = ids
+                out["passage_tokens"] = seqs
+                out["is_prompt_copy"] = copies
+                yield out
+
+        schema = ("sample_id BIGINT, start INT, end INT, n_windows BIGINT, "
+                  "rarest STRUCT<doc_count: BIGINT, postings: ARRAY<STRUCT<doc_id: STRING, offset: INT>>, "
+                  "postings_complete: BOOLEAN>, passage_id STRING, passage_tokens ARRAY<INT>, "
+                  "is_prompt_copy BOOLEAN")
+        tagged = occ.select("sample_id", "start", "end", "n_windows", "rarest", "token_ids",
+                            "prompt_token_ids").mapInPandas(tag, schema)
+        return tagged.withColumn("all_windows_in_corpus",
+                                 F.col("n_windows") == F.col("end") - F.col("start") - F.lit(n) + 1)
+
+    def doc_counts(self, passage_rows, docs):
+        """Exact document counts by substring search in the rarest n-gram's postings."""
+        from pyspark.sql import functions as F
+
+        candidates = (passage_rows.where("all_windows_in_corpus")
+                      .select("passage_id", "passage_tokens", F.explode("rarest.postings.doc_id").alias("doc_id"))
+                      .join(docs, "doc_id"))
+
+        def contains(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+            for pdf in batches:
+                hit = [count_containing(np.asarray(p, dtype=np.int32), decode_tokens(b, int(w)))
+                       for p, b, w in zip(pdf["passage_tokens"], pdf["token_bytes"], pdf["token_width"])]
+                yield pd.DataFrame({"passage_id": pdf["passage_id"], "doc_id": pdf["doc_id"], "hit": hit})
+
+        checked = candidates.mapInPandas(contains, "passage_id STRING, doc_id STRING, hit BOOLEAN")
+        k = self.cfg.match.example_doc_ids
+        return (checked.where("hit").groupBy("passage_id")
+                .agg(F.count(F.lit(1)).alias("verified_docs"),
+                     F.slice(F.array_sort(F.collect_list("doc_id")), 1, k).alias("example_doc_ids")))
+
+    def describe(self, passages):
+        """Decoded text, low-entropy flag and reason for each distinct passage."""
+        tok_path, mc = self.meta.tokenizer_path, self.cfg.match
+
+        def decode(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+            tok = load_tokenizer(tok_path)
+            for pdf in batches:
+                texts = tok.batch_decode([list(map(int, t)) for t in pdf["token_ids"]],
+                                         skip_special_tokens=False, clean_up_tokenization_spaces=False)
+                reasons = [low_entropy_reason(np.asarray(t), s, mc) for t, s in zip(pdf["token_ids"], texts)]
+                yield pd.DataFrame({"passage_id": pdf["passage_id"], "text": texts,
+                                    "is_low_entropy": [r is not None for r in reasons],
+                                    "low_entropy_reason": reasons})
+
+        return passages.select("passage_id", "token_ids").mapInPandas(
+            decode, "passage_id STRING, text STRING, is_low_entropy BOOLEAN, low_entropy_reason STRING")
+
+
+def match_sequences(spark, cfg: AuditConfig, sequences, staging: str, tables: Tables | None = None):
+    """Match arbitrary token sequences ``(sample_id, token_ids, prompt_token_ids)`` against the
+    configured corpus; returns ``(occurrences, passages, verified_windows, stats)`` DataFrames
+    (occurrences carry the passage flags).  Used by ``run_match`` and the chance baseline."""
+    from pyspark.sql import functions as F
+
+    tables = tables or Tables(spark, cfg)
+    meta = NgramIndex(spark, cfg, tables).require_meta()
+    m = Matcher(spark, cfg, tables, meta, staging)
+    if "prompt_token_ids" not in sequences.columns:
+        sequences = sequences.withColumn("prompt_token_ids", F.array().cast("array<int>"))
+    sequences = sequences.select("sample_id", "token_ids", "prompt_token_ids")
+
+    windows_path = f"{staging}/sample_windows"
+    (m.sample_windows(sequences).repartition("bucket")
+     .write.format("delta").mode("overwrite").partitionBy("bucket").save(windows_path))
+    windows = spark.read.format("delta").load(windows_path)
+    hits = m.corpus_hits(windows_path)
+    candidates = windows.join(hits, ["bucket", "ngram_hash"])
+    docs = m.needed_documents(candidates).persist()
+    try:
+        verified = m.verify(candidates, sequences, docs)
+        verified_path = f"{staging}/verified"
+        (verified.select("sample_id", "pos").distinct()
+         .join(candidates.select("sample_id", "pos", "ngram_hash", "doc_count", "postings", "postings_complete"),
+               ["sample_id", "pos"])
+         .write.format("delta").mode("overwrite").save(verified_path))
+        verified_windows = spark.read.format("delta").load(verified_path)
+
+        occ_path = f"{staging}/occurrences"
+        m.passages(m.occurrences(verified_windows), sequences).write.format("delta").mode("overwrite").save(
+            occ_path)
+        occ = spark.read.format("delta").load(occ_path)
+
+        distinct = (occ.groupBy("passage_id")
+                    .agg(F.first("passage_tokens").alias("token_ids"),
+                         F.countDistinct("sample_id").alias("n_samples"),
+                         F.count(F.lit(1)).alias("n_occurrences"),
+                         F.min("is_prompt_copy").alias("is_prompt_copy"),
+                         F.max("all_windows_in_corpus").alias("all_windows_in_corpus"),
+                         F.first("rarest").alias("rarest")))
+        counts = m.doc_counts(occ.dropDuplicates(["passage_id"]), docs)
+        passages = (distinct.join(counts, "passage_id", "left")
+                    .join(m.describe(distinct), "passage_id")
+                    .select(
+                        "passage_id", "token_ids", "text", F.size("token_ids").alias("n_tokens"), "n_samples",
+                        "n_occurrences",
+                        F.coalesce("verified_docs", F.lit(0)).cast("bigint").alias("doc_count"),
+                        (~F.col("all_windows_in_corpus") | F.col("rarest.postings_complete")).alias(
+                            "doc_count_is_exact"),
+                        F.when(F.col("all_windows_in_corpus"), F.col("rarest.doc_count")).otherwise(F.lit(0))
+                        .cast("bigint").alias("doc_count_upper_bound"),
+                        F.coalesce("example_doc_ids", F.array().cast("array<string>")).alias("example_doc_ids"),
+                        "is_low_entropy", "low_entropy_reason", "is_prompt_copy",
+                        (F.coalesce("verified_docs", F.lit(0)) == 0).alias("is_stitched"),
+                    ))
+        passages_path = f"{staging}/passages"
+        passages.write.format("delta").mode("overwrite").save(passages_path)
+    finally:
+        docs.unpersist()
+    passages = spark.read.format("delta").load(passages_path)
+    stats = {**m.stats, "verified_windows": verified_windows.count(), "candidate_windows": candidates.count()}
+    return occ, passages, verified_windows, stats
+
+
+# =========================================================================== run-level
+def budget_checkpoints(budget: int) -> list[int]:
+    """1%, 10% and 100% of the budget and every power of ten in between."""
+    budget = max(int(budget), 1)
+    points = {max(1, budget // 100), max(1, budget // 10), budget}
+    lo = budget / 100
+    k = math.ceil(math.log10(max(lo, 1)))
+    while 10 ** k < budget:
+        if 10 ** k > lo:
+            points.add(10 ** k)
+        k += 1
+    return sorted(points)
+
+
+def run_match(spark, cfg: AuditConfig, run_id: str, tables: Tables | None = None) -> dict:
+    """Match one run's samples and (re)write its findings tables."""
+    from pyspark.sql import functions as F
+
+    t0 = time.time()
+    tables = tables or Tables(spark, cfg)
+    record = RunRecord(tables, run_id)
+    run = record.get()
+    if run is None:
+        raise UserFacingError(f"run {run_id!r} does not exist; generate or import samples first")
+    index = NgramIndex(spark, cfg, tables)
+    meta = index.require_meta()
+    if run.get("tokenizer"):
+        index.check_tokenizer(run["tokenizer"])
+    samples = tables.read("samples").where(F.col("run_id") == run_id)
+    n_samples = samples.count()
+    if n_samples == 0:
+        raise UserFacingError(f"run {run_id!r} has no samples to match")
+    record.step_started("match")
+    staging = staging_dir(cfg, f"match/{run_id}")
+    occ, passages, verified, stats = match_sequences(spark, cfg, samples, staging, tables)
+
+    run_col = F.lit(run_id)
+    tables.replace_where("passage_occurrences", occ.select(
+        run_col.alias("run_id"), "sample_id", "start", "end", "passage_id", "is_prompt_copy"),
+        f"run_id = '{run_id}'")
+
+    family = run.get("model_family") or run.get("model")
+    earlier = _first_seen(spark, tables, family, run_id)
+    out = (passages.withColumn("run_id", run_col)
+           .join(earlier, "passage_id", "left")
+           .withColumn("first_seen_run_id", F.coalesce("first_seen_run_id", run_col))
+           .withColumn("emission_rate", F.col("n_samples") / F.lit(n_samples)))
+    tables.replace_where("extracted_passages", out, f"run_id = '{run_id}'")
+
+    metrics = compute_run_metrics(spark, cfg, run_id, tables, run, verified)
+    stats.update(
+        samples=n_samples,
+        occurrences=tables.read("passage_occurrences").where(F.col("run_id") == run_id).count(),
+        passages=tables.read("extracted_passages").where(F.col("run_id") == run_id).count(),
+        checkpoints=len(metrics),
+        seconds=round(time.time() - t0, 2),
+    )
+    record.step_done("match", stats)
+    log.info("match %s: %s", run_id, stats)
+    return stats
+
+
+def _first_seen(spark, tables: Tables, family: str, run_id: str):
+    """Earliest other run of the same model family (by start time) holding each passage."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    runs = tables.read("runs").where(F.coalesce("model_family", "model") == family).select("run_id", "started_at")
+    prior = (tables.read("extracted_passages").where(F.col("run_id") != run_id)
+             .select("run_id", "passage_id").join(runs, "run_id"))
+    w = Window.partitionBy("passage_id").orderBy("started_at", "run_id")
+    return (prior.withColumn("_r", F.row_number().over(w)).where("_r = 1")
+            .select("passage_id", F.col("run_id").alias("first_seen_run_id")))
+
+
+def compute_run_metrics(spark, cfg: AuditConfig, run_id: str, tables: Tables, run: dict | None = None,
+                        verified=None) -> list[dict]:
+    """``run_metrics`` rows at budget checkpoints; a checkpoint holds the samples (in
+    sample_id order, i.e. generation order) whose cumulative tokens fit in it."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    run = run or RunRecord(tables, run_id).get() or {}
+    samples = (tables.read("samples").where(F.col("run_id") == run_id).select("sample_id", "n_tokens"))
+    w = Window.orderBy("sample_id").rowsBetween(Window.unboundedPreceding, 0)
+    cum = samples.withColumn("cum_tokens", F.sum("n_tokens").over(w))
+    total = cum.agg(F.max("cum_tokens")).collect()[0][0] or 0
+    budget = int(run.get("budget_tokens") or total or 1)
+    points = sorted({p for p in budget_checkpoints(budget)} | ({int(total)} if total < budget else set()))
+    cps = spark.createDataFrame([(p,) for p in points], "budget_tokens BIGINT")
+    in_cp = cum.crossJoin(F.broadcast(cps)).where(F.col("cum_tokens") <= F.col("budget_tokens"))
+
+    rare = cfg.match.rare_doc_count
+    passages = (tables.read("extracted_passages").where(F.col("run_id") == run_id)
+                .select("passage_id", "doc_count", "is_low_entropy", "is_prompt_copy"))
+    occ = (tables.read("passage_occurrences").where(F.col("run_id") == run_id)
+           .select("sample_id", "start", "end", "passage_id")
+           .join(passages, "passage_id")
+           .where(~F.col("is_low_entropy") & ~F.coalesce(F.col("is_prompt_copy"), F.lit(False))))
+    occ_cp = in_cp.select("budget_tokens", "sample_id").join(occ, "sample_id")
+    agg_occ = occ_cp.groupBy("budget_tokens").agg(
+        F.sum(F.col("end") - F.col("start")).alias("extracted_tokens"),
+        F.countDistinct("passage_id").alias("distinct_passages"),
+        F.countDistinct(F.when(F.col("doc_count").between(1, rare), F.col("passage_id"))).alias(
+            "distinct_rare_passages"))
+    if verified is None:
+        verified = spark.createDataFrame([], "sample_id BIGINT, ngram_hash BIGINT")
+    agg_ngrams = (in_cp.select("budget_tokens", "sample_id").join(verified.select("sample_id", "ngram_hash"),
+                                                                  "sample_id")
+                  .groupBy("budget_tokens").agg(F.countDistinct("ngram_hash").alias("distinct_ngrams")))
+    base = in_cp.groupBy("budget_tokens").agg(F.sum("n_tokens").alias("generated_tokens"),
+                                              F.count(F.lit(1)).alias("n_samples"))
+    pii = _pii_counts(tables, run_id, in_cp)
+    metrics = (cps.join(base, "budget_tokens", "left").join(agg_occ, "budget_tokens", "left")
+               .join(agg_ngrams, "budget_tokens", "left").join(pii, "budget_tokens", "left")
+               .fillna(0, ["generated_tokens", "n_samples", "extracted_tokens", "distinct_passages",
+                           "distinct_rare_passages", "distinct_ngrams", "pii_found", "pii_in_corpus"])
+               .withColumn("share_extracted",
+                           F.when(F.col("generated_tokens") > 0,
+                                  F.col("extracted_tokens") / F.col("generated_tokens")).otherwise(F.lit(0.0)))
+               .withColumn("run_id", F.lit(run_id)))
+    tables.replace_where("run_metrics", metrics, f"run_id = '{run_id}'")
+    return [r.asDict() for r in tables.read("run_metrics").where(F.col("run_id") == run_id)
+            .orderBy("budget_tokens").collect()]
+
+
+def _pii_counts(tables: Tables, run_id: str, in_cp):
+    from pyspark.sql import functions as F
+
+    spark = tables.spark
+    empty = spark.createDataFrame([], "budget_tokens BIGINT, pii_found BIGINT, pii_in_corpus BIGINT")
+    if not tables.exists("pii_findings"):
+        return empty
+    pii = tables.read("pii_findings").where(F.col("run_id") == run_id).select("sample_id", "value_key",
+                                                                               "in_corpus")
+    return (in_cp.select("budget_tokens", "sample_id").join(pii, "sample_id").groupBy("budget_tokens")
+            .agg(F.countDistinct("value_key").alias("pii_found"),
+                 F.countDistinct(F.when(F.col("in_corpus"), F.col("value_key"))).alias("pii_in_corpus")))
+
+
+def staging_dir(cfg: AuditConfig, name: str) -> str:
+    """Scratch Delta folders for intermediate results (shared storage on clusters)."""
+    base = cfg.resolve(cfg.storage.staging_dir) if cfg.storage.staging_dir else None
+    if base is None:
+        wh = cfg.resolve(cfg.storage.warehouse)
+        if wh is None:
+            raise UserFacingError("storage.staging_dir (or storage.warehouse) must be set for scratch data")
+        base = f"{wh.rstrip('/')}/_staging"
+    return f"{base.rstrip('/')}/{name}"

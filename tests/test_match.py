@@ -1,0 +1,277 @@
+"""Matching against a brute-force oracle that implements ../shared/TABLES.md directly."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from conftest import make_config, words
+from extraction_audit.hashing import HashConfig, hash_window_reference
+from extraction_audit.index import build_index, resolve_meta
+from extraction_audit.match import (budget_checkpoints, is_prompt_copy, low_entropy_reason, passage_id_of,
+                                    run_match, verified_positions)
+from extraction_audit.runs import RunRecord
+from extraction_audit.tables import SAMPLES, Tables
+
+N = 4
+
+
+# ----------------------------------------------------------------------------- oracle
+def oracle(samples: dict[int, list[int]], docs: dict[str, list[int]], n: int):
+    """Occurrences and passages straight from the definitions."""
+    corpus_windows = {tuple(t[i:i + n]) for t in docs.values() for i in range(len(t) - n + 1)}
+    occurrences = []
+    for sid, g in samples.items():
+        covered = np.zeros(len(g), dtype=bool)
+        for i in range(len(g) - n + 1):
+            if tuple(g[i:i + n]) in corpus_windows:
+                covered[i:i + n] = True
+        i = 0
+        while i < len(g):
+            if covered[i]:
+                j = i
+                while j < len(g) and covered[j]:
+                    j += 1
+                occurrences.append((sid, i, j, tuple(g[i:j])))
+                i = j
+            else:
+                i += 1
+    passages = defaultdict(set)
+    for sid, _, _, seq in occurrences:
+        passages[seq].add(sid)
+
+    def contains(doc, seq):
+        return any(tuple(doc[i:i + len(seq)]) == seq for i in range(len(doc) - len(seq) + 1))
+
+    passage_rows = {}
+    for seq, sids in passages.items():
+        holders = sorted(d for d, t in docs.items() if contains(t, seq))
+        passage_rows[passage_id_of(seq)] = {"token_ids": list(seq), "n_samples": len(sids),
+                                            "doc_count": len(holders), "example_doc_ids": holders[:5]}
+    occ_rows = {(sid, s, e, passage_id_of(seq)) for sid, s, e, seq in occurrences}
+    return occ_rows, passage_rows
+
+
+# ----------------------------------------------------------------------------- fixtures
+def setup_corpus(spark, tmp_path, tokenizer, docs: dict[str, list[int]], **index):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir(exist_ok=True)
+    with open(corpus / "part-0.jsonl", "w") as f:
+        for doc_id, toks in docs.items():
+            f.write(json.dumps({"id": doc_id, "text": words(toks)}) + "\n")
+    cfg = make_config(tmp_path, model={"path": tokenizer, "family": "tiny"},
+                      corpus={"id": "c", "format": "jsonl", "path": str(corpus)},
+                      index={"n": N, "bucket_bits": 2, "max_postings": 4, **index})
+    build_index(spark, cfg)
+    return cfg
+
+
+def put_samples(spark, cfg, run_id, samples: dict[int, list[int]], prompts: dict[int, list[int]] | None = None,
+                budget: int | None = None):
+    tables = Tables(spark, cfg)
+    meta = resolve_meta(cfg, None)
+    RunRecord(tables, run_id).create(cfg, tokenizer=meta.tokenizer,
+                                     budget_tokens=budget or sum(len(t) for t in samples.values()))
+    prompts = prompts or {}
+    rows = [{"run_id": run_id, "sample_id": sid, "prompt_strategy": "empty", "prompt_text": "",
+             "prompt_token_ids": prompts.get(sid, []), "token_ids": toks, "text": words(toks),
+             "n_tokens": len(toks), "seed": sid, "created_at": datetime(2026, 1, 1)}
+            for sid, toks in samples.items()]
+    tables.merge("samples", spark.createDataFrame(rows, SAMPLES.schema))
+    return tables
+
+
+def findings(spark, cfg, run_id):
+    tables = Tables(spark, cfg)
+    occ = {(r.sample_id, r.start, r.end, r.passage_id) for r in
+           tables.read("passage_occurrences").where(F.col("run_id") == run_id).collect()}
+    passages = {r.passage_id: r for r in tables.read("extracted_passages").where(F.col("run_id") == run_id).collect()}
+    return occ, passages
+
+
+def assert_matches_oracle(spark, cfg, run_id, samples, docs):
+    occ, passages = findings(spark, cfg, run_id)
+    exp_occ, exp_passages = oracle(samples, docs, N)
+    assert occ == exp_occ
+    assert set(passages) == set(exp_passages)
+    for pid, exp in exp_passages.items():
+        got = passages[pid]
+        assert list(got.token_ids) == exp["token_ids"]
+        assert got.n_samples == exp["n_samples"]
+        assert got.doc_count == exp["doc_count"], (pid, exp)
+        assert got.doc_count_is_exact
+        assert list(got.example_doc_ids) == exp["example_doc_ids"]
+        assert got.is_stitched == (exp["doc_count"] == 0)
+        assert got.n_tokens == len(exp["token_ids"])
+    return occ, passages
+
+
+# ----------------------------------------------------------------------------- tests
+def test_edge_cases_equal_the_oracle(spark, tmp_path, word_tokenizer):
+    rng = np.random.default_rng(0)
+    long_passage = rng.integers(10, 60, size=120).tolist()
+    docs = {
+        "a": [1, 2, 3, 4, 5, 6, 7, 8, 9],
+        "b": [5, 6, 7, 8, 20, 21, 22, 23],          # shares 5 6 7 8 with a
+        "c": [30, 31, 32, 33, 34],
+        "d": [30, 31, 32, 33, 34],                  # repeated document
+        "e": long_passage,
+        "f": [40, 41, 42, 43, 0, 0, 0, 44, 45, 46, 47],
+    }
+    samples = {
+        0: [1, 2, 3, 4, 63, 63, 63, 63, 6, 7, 8, 9],        # match at very start and very end
+        1: [30, 31, 32, 33],                                 # exactly n tokens
+        2: [30, 31, 32],                                     # n-1 tokens: no match
+        3: [63, 2, 3, 4, 5, 6, 7, 8, 20, 21, 22, 63],       # stitched: a then b on overlapping windows
+        4: [62] + long_passage + [62],                       # passage longer than a model context
+        5: [62] + long_passage[:50] + [61],                  # same passage prefix in another sample
+        6: [62] + long_passage[:50] + [60],
+        7: [40, 41, 42, 43, 44, 45, 46, 47],                 # windows from f but never contiguous in f
+        8: [],                                               # empty sample
+    }
+    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs)
+    put_samples(spark, cfg, "r1", samples)
+    stats = run_match(spark, cfg, "r1")
+    occ, passages = assert_matches_oracle(spark, cfg, "r1", samples, docs)
+    assert (0, 0, 4, passage_id_of([1, 2, 3, 4])) in occ
+    assert (0, 8, 12, passage_id_of([6, 7, 8, 9])) in occ
+    stitched = passages[passage_id_of([2, 3, 4, 5, 6, 7, 8, 20, 21, 22])]
+    assert stitched.doc_count == 0 and stitched.is_stitched
+    assert passages[passage_id_of([30, 31, 32, 33])].doc_count == 2
+    assert passages[passage_id_of(long_passage[:50])].n_samples == 2
+    assert stats["samples"] == len(samples)
+
+
+def test_random_corpora_equal_the_oracle(spark, tmp_path, word_tokenizer):
+    rng = np.random.default_rng(7)
+    docs = {f"d{i:02d}": rng.integers(0, 12, size=rng.integers(3, 40)).tolist() for i in range(25)}
+    docs["d99"] = docs["d03"]
+    samples = {}
+    for sid in range(30):
+        src = docs[f"d{rng.integers(0, 25):02d}"]
+        a = int(rng.integers(0, max(1, len(src) - 2)))
+        samples[sid] = rng.integers(0, 12, size=5).tolist() + src[a:a + int(rng.integers(0, 20))] + \
+            rng.integers(0, 12, size=int(rng.integers(0, 6))).tolist()
+    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs, max_postings=64)
+    put_samples(spark, cfg, "rr", samples)
+    run_match(spark, cfg, "rr")
+    assert_matches_oracle(spark, cfg, "rr", samples, docs)
+
+
+def test_forced_hash_collisions_are_removed_by_verification(spark, tmp_path, word_tokenizer):
+    bits = 10
+    rng = np.random.default_rng(11)
+    for _attempt in range(50):
+        docs = {f"d{i}": rng.integers(0, 50, size=12).tolist() for i in range(4)}
+        hashes = [hash_window_reference(t[i:i + N], HashConfig(N, bits)) for t in docs.values()
+                  for i in range(len(t) - N + 1)]
+        if len(set(hashes)) == len(hashes):  # no collision inside the corpus itself
+            break
+    samples = {sid: rng.integers(0, 64, size=40).tolist() for sid in range(25)}
+    samples[99] = [63] + docs["d1"][2:10] + [63]
+    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs, hash_bits=bits, max_postings=16)
+    put_samples(spark, cfg, "hc", samples)
+    stats = run_match(spark, cfg, "hc")
+    assert stats["candidate_windows"] > stats["verified_windows"] > 0, stats
+    assert_matches_oracle(spark, cfg, "hc", samples, docs)
+
+
+def test_doc_count_bounds_for_frequent_passages(spark, tmp_path, word_tokenizer):
+    boiler = [50, 51, 52, 53, 54, 55]
+    docs = {f"d{i:02d}": [i % 10, 40 + i % 7] + boiler + [i % 9] for i in range(12)}
+    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs, max_postings=3)
+    put_samples(spark, cfg, "fq", {0: [61] + boiler + [62]})
+    run_match(spark, cfg, "fq")
+    _, passages = findings(spark, cfg, "fq")
+    (p,) = passages.values()
+    assert not p.doc_count_is_exact
+    assert p.doc_count == 3 and p.doc_count_upper_bound == 12
+    assert list(p.example_doc_ids) == ["d00", "d01", "d02"]
+
+
+def test_rerun_is_idempotent_and_new_samples_update_tables(spark, tmp_path, word_tokenizer):
+    docs = {"a": list(range(20)), "b": list(range(30, 45))}
+    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs)
+    samples = {0: [60] + list(range(3, 12)) + [61], 1: [62, 62, 62, 62, 62]}
+    put_samples(spark, cfg, "idem", samples)
+    run_match(spark, cfg, "idem")
+    tables = Tables(spark, cfg)
+    before = {t: tables.read(t).where("run_id = 'idem'").collect() for t in
+              ("passage_occurrences", "extracted_passages", "run_metrics")}
+    run_match(spark, cfg, "idem")
+    for t, rows in before.items():
+        assertDataFrameEqual(tables.read(t).where("run_id = 'idem'"), rows)
+
+    more = {2: [60] + list(range(32, 40)) + [61]}
+    put_samples(spark, cfg, "idem", more)
+    run_match(spark, cfg, "idem")
+    assert_matches_oracle(spark, cfg, "idem", {**samples, **more}, docs)
+
+
+def test_prompt_copies_and_filler_are_flagged_and_excluded_from_metrics(spark, tmp_path, word_tokenizer):
+    prose = [11, 23, 5, 17, 42, 8, 31, 2, 19, 27]
+    docs = {"a": prose, "rep": [7] * 12, "p": [3, 4, 3, 4, 3, 4, 3, 4]}
+    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs)
+    samples = {0: [60] + prose + [61], 1: [60] + [7] * 8, 2: [3, 4, 3, 4, 3, 4, 61]}
+    put_samples(spark, cfg, "flags", samples, prompts={2: [3, 4]})
+    run_match(spark, cfg, "flags")
+    _, passages = findings(spark, cfg, "flags")
+    by_tokens = {tuple(p.token_ids): p for p in passages.values()}
+    assert not by_tokens[tuple(prose)].is_low_entropy
+    assert by_tokens[(7,) * 8].is_low_entropy and by_tokens[(7,) * 8].low_entropy_reason == "repetitive_tokens"
+    assert by_tokens[(3, 4, 3, 4, 3, 4)].is_prompt_copy
+    metrics = Tables(spark, cfg).read("run_metrics").where("run_id = 'flags'").orderBy("budget_tokens").collect()
+    last = metrics[-1]
+    assert last.extracted_tokens == len(prose) and last.distinct_passages == 1
+    assert last.distinct_rare_passages == 1
+    assert last.generated_tokens == sum(len(s) for s in samples.values())
+    assert last.share_extracted == pytest.approx(len(prose) / last.generated_tokens)
+
+
+def test_metrics_at_budget_checkpoints(spark, tmp_path, word_tokenizer):
+    docs = {"a": list(range(40))}
+    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs)
+    samples = {sid: ([60] * 5 if sid % 2 else list(range(sid, sid + 5))) for sid in range(20)}
+    put_samples(spark, cfg, "cp", samples, budget=100)
+    run_match(spark, cfg, "cp")
+    rows = Tables(spark, cfg).read("run_metrics").where("run_id = 'cp'").orderBy("budget_tokens").collect()
+    assert [r.budget_tokens for r in rows] == [1, 10, 100]
+    assert [r.generated_tokens for r in rows] == [0, 10, 100]
+    assert [r.n_samples for r in rows] == [0, 2, 20]
+    assert [r.distinct_passages for r in rows] == [0, 1, 10]
+    assert rows[-1].extracted_tokens == 50
+
+
+def test_first_seen_run_tracks_passages_across_runs(spark, tmp_path, word_tokenizer):
+    docs = {"a": list(range(30))}
+    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs)
+    put_samples(spark, cfg, "night1", {0: list(range(0, 6))})
+    run_match(spark, cfg, "night1")
+    put_samples(spark, cfg, "night2", {0: list(range(0, 6)), 1: list(range(10, 16))})
+    run_match(spark, cfg, "night2")
+    _, passages = findings(spark, cfg, "night2")
+    seen = {tuple(p.token_ids): p.first_seen_run_id for p in passages.values()}
+    assert seen == {tuple(range(0, 6)): "night1", tuple(range(10, 16)): "night2"}
+
+
+def test_kernels():
+    s = np.array([1, 2, 3, 4, 5, 6, 7, 8])
+    d = np.array([9, 1, 2, 3, 4, 0, 6, 7, 8])
+    assert verified_positions(s, d, -1, np.array([0, 1, 4]), 4).tolist() == [0]
+    assert budget_checkpoints(1_000_000) == [10_000, 100_000, 1_000_000]
+    assert budget_checkpoints(50_000) == [500, 1000, 5000, 10_000, 50_000]
+    assert is_prompt_copy(np.array([5, 5, 5, 6]), np.array([1, 5, 6]))
+    assert not is_prompt_copy(np.array([5, 7]), np.array([1, 5, 6]))
+    from extraction_audit.config import MatchConfig
+
+    mc = MatchConfig()
+    assert low_entropy_reason(np.arange(50), "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17", mc) == "few_letters"
+    assert low_entropy_reason(np.arange(50) % 2, "= - = - = - = -", mc) == "repetitive_tokens"
+    assert low_entropy_reason(np.arange(50), "The quick brown fox jumps over the lazy dog near the bank.", mc) is None

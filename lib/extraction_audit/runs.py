@@ -79,7 +79,7 @@ class RunRecord:
         from pyspark.sql import functions as F
 
         spec = {k: F.lit(v) for k, v in fields.items()}
-        self.tables.delta("runs").update(F.col("run_id") == self.run_id, spec)
+        self.tables.update("runs", F.col("run_id") == self.run_id, spec)
 
     def set_status(self, status: str, error: str | None = None) -> None:
         fields: dict[str, Any] = {"status": status}
@@ -102,8 +102,8 @@ class RunRecord:
         done = list(row.get("steps_done") or [])
         if step not in done:
             done.append(step)
-        self.tables.delta("runs").update(
-            F.col("run_id") == self.run_id,
+        self.tables.update(
+            "runs", F.col("run_id") == self.run_id,
             {
                 "step_stats": F.lit(json.dumps(all_stats, default=str, sort_keys=True)),
                 "steps_done": F.array(*[F.lit(s) for s in done]) if done else F.array().cast("array<string>"),

@@ -13,7 +13,10 @@ catalog tables ``<database>.<name>``.
 from __future__ import annotations
 
 import logging
+import random
+import time
 from dataclasses import dataclass
+from typing import Callable, TypeVar
 from pathlib import Path
 
 from .config import AuditConfig
@@ -421,6 +424,29 @@ CHANCE_BASELINE = _table(TableSpec(
 ))
 
 
+T = TypeVar("T")
+
+
+def with_conflict_retries(action: Callable[[], T], what: str, attempts: int = 8) -> T:
+    """Run a Delta write, retrying when a concurrent writer committed first.
+
+    Two audits writing the same tables at once (different runs) conflict only on the
+    unpartitioned ``runs`` row updates or on metadata; Delta's optimistic concurrency
+    rejects the later commit, and since every write here is idempotent, retrying it is
+    safe."""
+    for attempt in range(attempts):
+        try:
+            return action()
+        except Exception as err:  # delta.exceptions.Concurrent* arrive through py4j
+            name = type(err).__name__ + " " + str(err)[:300]
+            if "Concurrent" not in name and "DELTA_CONCURRENT" not in name or attempt == attempts - 1:
+                raise
+            delay = min(5.0, 0.2 * 2 ** attempt) * (0.5 + random.random())
+            log.warning("%s: concurrent Delta commit, retrying in %.1fs (%s)", what, delay, type(err).__name__)
+            time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
 class Tables:
     """Resolves table locations and performs idempotent writes."""
 
@@ -429,6 +455,7 @@ class Tables:
         self.cfg = cfg
         self.database = cfg.storage.database
         self.warehouse = cfg.resolve(cfg.storage.warehouse)
+        self._ensured: set[str] = set()
         if self.database:
             spark.sql(f"CREATE DATABASE IF NOT EXISTS `{self.database}`")
 
@@ -448,15 +475,26 @@ class Tables:
 
     # -- schema --------------------------------------------------------------
     def ensure(self, name: str) -> None:
+        """Create the table if absent; add columns a newer version declares (additive only)."""
+        if name in self._ensured:
+            return
         spec = TABLES[name]
         parts = f" PARTITIONED BY ({', '.join(spec.partition_by)})" if spec.partition_by else ""
         loc = ""
         if self.database and self.cfg.storage.warehouse and self.location(name):
             loc = f" LOCATION '{self.location(name)}'"
-        self.spark.sql(
+        with_conflict_retries(lambda: self.spark.sql(
             f"CREATE TABLE IF NOT EXISTS {self.ref(name)} ({spec.ddl}) USING DELTA{parts}{loc} "
             f"COMMENT '{_q(spec.comment)}'"
-        )
+        ), f"create {name}")
+        present = set(self.spark.table(self.ref(name)).columns if self.database else
+                      self.spark.read.format("delta").load(self.location(name)).columns)
+        missing = [(c, t, d) for c, t, d in spec.columns if c not in present]
+        if missing:
+            cols = ", ".join(f"`{c}` {t} COMMENT '{_q(d)}'" for c, t, d in missing)
+            with_conflict_retries(lambda: self.spark.sql(f"ALTER TABLE {self.ref(name)} ADD COLUMNS ({cols})"),
+                                  f"add columns to {name}")
+        self._ensured.add(name)
 
     def ensure_all(self) -> None:
         for name in TABLES:
@@ -513,10 +551,14 @@ class Tables:
         on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in spec.key)
         if condition:
             on = f"({on}) AND ({condition})"
-        m = self.delta(name).alias("t").merge(df.alias("s"), on)
-        if update:
-            m = m.whenMatchedUpdateAll()
-        m.whenNotMatchedInsertAll().execute()
+
+        def run() -> None:
+            m = self.delta(name).alias("t").merge(df.alias("s"), on)
+            if update:
+                m = m.whenMatchedUpdateAll()
+            m.whenNotMatchedInsertAll().execute()
+
+        with_conflict_retries(run, f"merge into {name}")
 
     def replace_where(self, name: str, df, predicate: str) -> None:
         """Atomically replace the rows matching ``predicate`` (e.g. one run) with ``df``."""
@@ -524,19 +566,22 @@ class Tables:
         df = self._conform(name, df)
         writer = df.write.format("delta").mode("overwrite").option("replaceWhere", predicate)
         if self.database:
-            writer.saveAsTable(f"{self.database}.{name}")
+            with_conflict_retries(lambda: writer.saveAsTable(f"{self.database}.{name}"), f"replace {name}")
         else:
-            writer.save(self.location(name))
+            with_conflict_retries(lambda: writer.save(self.location(name)), f"replace {name}")
 
     def append(self, name: str, df) -> None:
         self.ensure(name)
         df = self._conform(name, df)
         writer = df.write.format("delta").mode("append")
         if self.database:
-            writer.saveAsTable(f"{self.database}.{name}")
+            with_conflict_retries(lambda: writer.saveAsTable(f"{self.database}.{name}"), f"append to {name}")
         else:
-            writer.save(self.location(name))
+            with_conflict_retries(lambda: writer.save(self.location(name)), f"append to {name}")
 
     def delete(self, name: str, predicate: str) -> None:
         if self.exists(name):
-            self.delta(name).delete(predicate)
+            with_conflict_retries(lambda: self.delta(name).delete(predicate), f"delete from {name}")
+
+    def update(self, name: str, condition, values: dict) -> None:
+        with_conflict_retries(lambda: self.delta(name).update(condition, values), f"update {name}")

@@ -1,0 +1,589 @@
+"""Personal-data detectors, registered by name and chosen in ``pii.detectors``.
+
+Each detector finds character spans of one entity type and returns the canonical value
+(``normalise.py``).  Checksummed identifiers are validated with python-stdnum and phones
+with phonenumbers, never by a home-made regex alone:
+
+======================  =========================================================================
+name                    what counts as a finding
+======================  =========================================================================
+email                   RFC-like address; value lower-cased
+phone                   ``phonenumbers.PhoneNumberMatcher`` (leniency VALID) for every region in
+                        ``pii.phone_regions``, unless labelled as another identifier (``NHS``,
+                        ``ref``, ``account`` ... just before it); value E.164
+card                    13-19 digits (spaces/dashes allowed) with a card-brand prefix and a valid
+                        Luhn check digit (``stdnum.luhn``); value digits only
+iban                    ``stdnum.iban`` (country format + mod-97); value compact upper case
+uk_bank_account         sort code (``12-34-56``) and 8-digit account number within 60 characters,
+                        with ``sort code``/``account``/``a/c`` nearby (UK modulus checking needs
+                        Vocalink's weight tables, so there is no checksum); value ``sort:account``
+us_ssn                  ``stdnum.us.ssn`` (area/group/serial rules); bare 9 digits only after an
+                        ``SSN``/``social security`` cue; value digits only
+nhs_number              ``stdnum.gb.nhs`` mod-11 check digit, written ``943 476 5870`` or after an
+                        ``NHS``/``patient``/``health`` cue, not part of a longer number; value 10 digits
+uk_nino                 HMRC format (NIM39110): two prefix letters excluding D, F, I, Q, U, V
+                        (second letter not O) and the prefixes BG, GB, KN, NK, NT, TN, ZZ; six
+                        digits; suffix A-D.  python-stdnum has no NINO module.  Value compact
+date_of_birth           a date within 30 characters after a birth cue (``DOB``, ``date of birth``,
+                        ``born``, ``birthday``); value ISO date; ``pii.date_day_first`` decides
+                        03/04/1985
+ip_address              IPv4/IPv6 validated by ``ipaddress``; value its compressed form
+person_name             the backend chosen by ``pii.name_backend`` (``names.py``); value
+                        canonical name
+<custom name>           ``pii.custom``: regex plus optional validator (luhn, iban, mod11, or a
+                        dotted path to a ``f(str) -> bool``)
+======================  =========================================================================
+
+Where two detectors claim overlapping text the more specific wins (``PRIORITY``), so each
+character of a sample belongs to at most one finding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import ipaddress
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable, Iterable, NamedTuple
+
+from ..config import AuditConfig
+from ..errors import UserFacingError
+from . import normalise as norm
+from .keys import key_fingerprint, resolve_hmac_key
+from .names import check_name_backend, get_name_backend
+
+DETECTOR_VERSION = "1"  # bump when a detector changes what it finds: the corpus index is rescanned
+
+
+class Detection(NamedTuple):
+    entity_type: str
+    start: int
+    end: int
+    surface: str
+    normalised: str
+    detector: str
+
+
+@dataclass(frozen=True)
+class DetectionSettings:
+    """Everything a worker needs to detect and key values; picklable into Spark closures."""
+
+    detectors: tuple[str, ...]
+    phone_regions: tuple[str, ...]
+    name_backend: str
+    name_model_path: str | None
+    name_min_score: float
+    custom: tuple[tuple[tuple[str, object], ...], ...]
+    date_day_first: bool
+    link_window_chars: int
+    key: bytes = field(repr=False)
+
+    @classmethod
+    def from_config(cls, cfg: AuditConfig) -> "DetectionSettings":
+        """Validated settings; raises UserFacingError naming the setting at fault."""
+        pii = cfg.pii
+        settings = cls(
+            detectors=tuple(pii.detectors), phone_regions=tuple(r.upper() for r in pii.phone_regions),
+            name_backend=pii.name_backend,
+            name_model_path=cfg.resolve(pii.name_model_path) if pii.name_backend == "hf" else pii.name_model_path,
+            name_min_score=pii.name_min_score,
+            custom=tuple(tuple(sorted(c.model_dump().items())) for c in pii.custom),
+            date_day_first=pii.date_day_first, link_window_chars=pii.link_window_chars,
+            key=resolve_hmac_key(pii),
+        )
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        import phonenumbers
+
+        known = set(REGISTRY)
+        unknown = [d for d in self.detectors if d not in known]
+        if unknown:
+            raise UserFacingError(f"pii.detectors: unknown detector(s) {unknown}; known: {sorted(known)} "
+                                  f"(user-defined types go in pii.custom)")
+        bad_regions = [r for r in self.phone_regions if r not in phonenumbers.SUPPORTED_REGIONS]
+        if bad_regions:
+            raise UserFacingError(f"pii.phone_regions: unknown region code(s) {bad_regions} (ISO 3166 alpha-2)")
+        names = [dict(c)["name"] for c in self.custom]
+        clash = sorted({n for n in names if n in known or names.count(n) > 1})
+        if clash:
+            raise UserFacingError(f"pii.custom: name(s) {clash} repeat or clash with built-in detectors")
+        for i, c in enumerate(self.custom):
+            _custom_validator(dict(c).get("validator"), f"pii.custom[{i}].validator")
+        if "person_name" in self.detectors:
+            check_name_backend(self.name_backend, self.name_model_path)
+
+    def fingerprint(self) -> str:
+        """Changes whenever detection or keying would give different values."""
+        data = {k: v for k, v in self.__dict__.items() if k not in ("key", "link_window_chars")}
+        data["key"] = key_fingerprint(self.key)
+        data["version"] = DETECTOR_VERSION
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+# -- registry ----------------------------------------------------------------------------
+
+DetectorFactory = Callable[[DetectionSettings], "Detector"]
+REGISTRY: dict[str, DetectorFactory] = {}
+# Earlier wins an overlap: custom types first (the user asked for them), free text last.
+PRIORITY = ["custom", "email", "iban", "card", "uk_bank_account", "nhs_number", "us_ssn", "uk_nino",
+            "ip_address", "date_of_birth", "phone", "person_name"]
+
+
+def register(name: str):
+    def wrap(factory):
+        REGISTRY[name] = factory
+        return factory
+    return wrap
+
+
+class Detector:
+    name: str = ""
+    entity_type: str = ""
+
+    def detect(self, text: str) -> Iterable[Detection]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def _hit(self, text: str, start: int, end: int, normalised: str) -> Detection:
+        return Detection(self.entity_type, start, end, text[start:end], normalised, self.name)
+
+
+def _cue_before(text: str, start: int, cue: re.Pattern, window: int) -> bool:
+    return cue.search(text, max(0, start - window), start) is not None
+
+
+# -- simple patterns -------------------------------------------------------------------------
+
+@register("email")
+class EmailDetector(Detector):
+    name = entity_type = "email"
+    _RE = re.compile(r"(?<![\w.%+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+                     r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,24}(?![\w@])")
+
+    def __init__(self, settings: DetectionSettings):
+        pass
+
+    def detect(self, text):
+        for m in self._RE.finditer(text):
+            yield self._hit(text, m.start(), m.end(), norm.normalise_email(m.group()))
+
+
+@register("phone")
+class PhoneDetector(Detector):
+    name = entity_type = "phone"
+
+    # A number labelled as another identifier ("NHS 943 476 5871", "ref 4505577104") is not a
+    # phone even when it is a valid US number; a phone cue nearer the number overrides.
+    _OTHER_ID_CUE = re.compile(r"(?i)\b(?:nhs|ssn|social\s+security|ref(?:erence)?|invoice|order|account|acct|"
+                               r"a/c|sort\s*code|card|iban|id|no\.?|number)\b[^\d]{0,12}$")
+    _PHONE_CUE = re.compile(r"(?i)\b(?:tel|telephone|phone|call|ring|mobile|cell|fax|contact|text|whatsapp)\b")
+
+    def __init__(self, settings: DetectionSettings):
+        self.regions = settings.phone_regions
+
+    def _labelled_other(self, text: str, start: int) -> bool:
+        before = text[max(0, start - 25):start]
+        cue = self._OTHER_ID_CUE.search(before)
+        return cue is not None and not self._PHONE_CUE.search(before, cue.start())
+
+    def detect(self, text):
+        import phonenumbers
+
+        seen = set()
+        for region in self.regions:
+            for m in phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID):
+                if (m.start, m.end) in seen:
+                    continue
+                seen.add((m.start, m.end))
+                if self._labelled_other(text, m.start):
+                    continue
+                e164 = phonenumbers.format_number(m.number, phonenumbers.PhoneNumberFormat.E164)
+                yield self._hit(text, m.start, m.end, e164)
+
+
+# -- digit groups (cards, NHS numbers, SSNs) ----------------------------------------------
+
+_DIGIT_RUN = re.compile(r"(?<![\w-])\d+(?:[ -]\d+)*(?![\w]|-\d)")
+
+
+def _group_windows(text: str, min_digits: int, max_digits: int):
+    """Contiguous windows of digit groups (single space/dash separators) with their digit
+    count, longest first, so ``4111 1111 1111 1111 2024`` still yields the card."""
+    for run in _DIGIT_RUN.finditer(text):
+        groups = [(m.start() + run.start(), m.end() + run.start()) for m in re.finditer(r"\d+", run.group())]
+        windows = []
+        for i in range(len(groups)):
+            total = 0
+            for j in range(i, len(groups)):
+                total += groups[j][1] - groups[j][0]
+                if total > max_digits:
+                    break
+                if total >= min_digits:
+                    windows.append((groups[i][0], groups[j][1], [e - s for s, e in groups[i:j + 1]]))
+        windows.sort(key=lambda w: (w[0] - w[1], w[0]))
+        yield windows
+
+
+def _whole_run(text: str, start: int, end: int) -> bool:
+    """The window is a number on its own: not part of a longer digit run, no ``+`` prefix."""
+    before = text[:start].rstrip(" -")
+    after = text[end:].lstrip(" -")
+    return not (before[-1:].isdigit() or before[-1:] == "+" or after[:1].isdigit())
+
+
+def _take_valid(windows, is_valid) -> list[tuple[int, int]]:
+    taken: list[tuple[int, int]] = []
+    for start, end, sizes in windows:
+        if any(start < e and s < end for s, e in taken):
+            continue
+        if is_valid(start, end, sizes):
+            taken.append((start, end))
+    return taken
+
+
+_CARD_PREFIXES = (
+    (("4",), (13, 16, 19)),                                                        # Visa
+    (tuple(str(p) for p in range(51, 56)) + tuple(str(p) for p in range(2221, 2721)), (16,)),  # Mastercard
+    (("34", "37"), (15,)),                                                          # Amex
+    (("6011", "65") + tuple(str(p) for p in range(644, 650)), (16, 19)),            # Discover
+    (("36", "38", "39") + tuple(str(p) for p in range(300, 306)), (14, 16)),        # Diners
+    (tuple(str(p) for p in range(3528, 3590)), (16, 19)),                           # JCB
+    (("62",), (16, 17, 18, 19)),                                                    # UnionPay
+    (("50", "56", "57", "58", "63", "67"), tuple(range(12, 20))),                   # Maestro
+)
+
+
+def card_brand_ok(number: str) -> bool:
+    return any(number.startswith(prefixes) and len(number) in lengths for prefixes, lengths in _CARD_PREFIXES)
+
+
+@register("card")
+class CardDetector(Detector):
+    name = entity_type = "card"
+
+    def __init__(self, settings: DetectionSettings):
+        pass
+
+    def detect(self, text):
+        from stdnum import luhn
+
+        def valid(start, end, sizes):
+            number = norm.digits(text[start:end])
+            return (len(sizes) == 1 or min(sizes) >= 3) and card_brand_ok(number) and luhn.is_valid(number)
+
+        for windows in _group_windows(text, 12, 19):
+            for start, end in _take_valid(windows, valid):
+                yield self._hit(text, start, end, norm.digits(text[start:end]))
+
+
+_NHS_CUE = re.compile(r"(?i)\b(?:nhs|patient|health|hospital|chi)\b")
+
+
+@register("nhs_number")
+class NhsNumberDetector(Detector):
+    name = entity_type = "nhs_number"
+
+    def __init__(self, settings: DetectionSettings):
+        pass
+
+    def detect(self, text):
+        from stdnum.gb import nhs
+
+        def valid(start, end, sizes):
+            if sizes not in ([10], [3, 3, 4]) or not _whole_run(text, start, end) \
+                    or not nhs.is_valid(norm.digits(text[start:end])):
+                return False
+            canonical_format = sizes == [3, 3, 4] and "-" not in text[start:end]
+            return canonical_format or _cue_before(text, start, _NHS_CUE, 60)
+
+        for windows in _group_windows(text, 10, 10):
+            for start, end in _take_valid(windows, valid):
+                yield self._hit(text, start, end, norm.digits(text[start:end]))
+
+
+_SSN_CUE = re.compile(r"(?i)\b(?:ssn|social\s+security(?:\s+(?:number|no\.?))?|ss#)")
+
+
+@register("us_ssn")
+class UsSsnDetector(Detector):
+    name = entity_type = "us_ssn"
+
+    def __init__(self, settings: DetectionSettings):
+        pass
+
+    def detect(self, text):
+        from stdnum.us import ssn
+
+        def valid(start, end, sizes):
+            if sizes == [9]:
+                if not _cue_before(text, start, _SSN_CUE, 30):
+                    return False
+            elif sizes != [3, 2, 4]:
+                return False
+            if not _whole_run(text, start, end):
+                return False
+            return ssn.is_valid(norm.digits(text[start:end]))
+
+        for windows in _group_windows(text, 9, 9):
+            for start, end in _take_valid(windows, valid):
+                yield self._hit(text, start, end, norm.digits(text[start:end]))
+
+
+# -- IBAN, UK bank account, NINO ----------------------------------------------------------
+
+@register("iban")
+class IbanDetector(Detector):
+    name = entity_type = "iban"
+    _RE = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){10,30}(?![A-Za-z0-9])")
+
+    def __init__(self, settings: DetectionSettings):
+        pass
+
+    def detect(self, text):
+        from stdnum import iban
+
+        for m in self._RE.finditer(text):
+            # Trim trailing space-separated groups until it validates ("... 32 TO" -> "... 32").
+            parts = m.group().split(" ")
+            for k in range(len(parts), 0, -1):
+                candidate = " ".join(parts[:k])
+                if len(candidate.replace(" ", "")) >= 14 and iban.is_valid(candidate):
+                    yield self._hit(text, m.start(), m.start() + len(candidate),
+                                    norm.normalise_compact_upper(candidate))
+                    break
+
+
+_SORT_CODE = re.compile(r"(?<![\d-])(\d{2})([- ])(\d{2})\2(\d{2})(?![\d-])|(?<=[Ss]ort code[: ])(\d{6})(?!\d)")
+_ACCOUNT = re.compile(r"(?<![\d-])\d{8}(?![\d-])")
+_BANK_CUE = re.compile(r"(?i)\b(?:sort\s*code|account|acct|a/c|s/c|bank)")
+
+
+@register("uk_bank_account")
+class UkBankAccountDetector(Detector):
+    name = entity_type = "uk_bank_account"
+
+    def __init__(self, settings: DetectionSettings):
+        pass
+
+    def detect(self, text):
+        accounts = [(m.start(), m.end()) for m in _ACCOUNT.finditer(text)]
+        used: set[tuple[int, int]] = set()
+        for sc in _SORT_CODE.finditer(text):
+            near = [a for a in accounts if a not in used and (0 <= a[0] - sc.end() <= 60 or 0 <= sc.start() - a[1] <= 60)]
+            if not near:
+                continue
+            acc = min(near, key=lambda a: abs(a[0] - sc.start()))
+            start, end = min(sc.start(), acc[0]), max(sc.end(), acc[1])
+            if not _BANK_CUE.search(text, max(0, start - 40), end):
+                continue
+            used.add(acc)
+            value = f"{norm.digits(sc.group())}:{text[acc[0]:acc[1]]}"
+            yield self._hit(text, start, end, value)
+
+
+_NINO = re.compile(r"(?<![A-Za-z0-9])([A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z]) ?(\d{2}) ?(\d{2}) ?(\d{2}) ?([A-D])"
+                   r"(?![A-Za-z0-9])", re.IGNORECASE)
+_NINO_BAD_PREFIXES = {"BG", "GB", "KN", "NK", "NT", "TN", "ZZ"}
+
+
+def is_valid_nino(value: str) -> bool:
+    """HMRC NINO format rules (there is no check digit)."""
+    compact = norm.normalise_compact_upper(value)
+    m = _NINO.fullmatch(compact)
+    return bool(m) and m.group(1).upper() not in _NINO_BAD_PREFIXES
+
+
+@register("uk_nino")
+class UkNinoDetector(Detector):
+    name = entity_type = "uk_nino"
+
+    def __init__(self, settings: DetectionSettings):
+        pass
+
+    def detect(self, text):
+        for m in _NINO.finditer(text):
+            mixed_case = not (m.group().isupper() or m.group().islower())
+            if not mixed_case and is_valid_nino(m.group()):
+                yield self._hit(text, m.start(), m.end(), norm.normalise_compact_upper(m.group()))
+
+
+# -- dates of birth, IP addresses ---------------------------------------------------------
+
+_BIRTH_CUE = re.compile(r"(?i)\b(?:d\.?o\.?b\.?|date\s+of\s+birth|birth\s*date|born(?:\s+on)?|birthday)(?![a-z])")
+_MONTH = r"(?P<mon>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+_DATE = re.compile(
+    r"(?i)(?<!\d)(?:(?P<iy>\d{4})-(?P<im>\d{1,2})-(?P<id>\d{1,2})"
+    r"|(?P<a>\d{1,2})(?P<sep>[/.\-])(?P<b>\d{1,2})(?P=sep)(?P<y>\d{4}|\d{2})"
+    r"|(?P<d1>\d{1,2})(?:st|nd|rd|th)?\s+" + _MONTH + r",?\s+(?P<y1>\d{4})"
+    r"|" + _MONTH.replace("mon>", "mon2>") + r"\s+(?P<d2>\d{1,2})(?:st|nd|rd|th)?,?\s+(?P<y2>\d{4}))(?!\d)")
+
+
+def _month_number(name: str) -> int:
+    return next(i for i, m in enumerate(norm.MONTHS, 1) if m.startswith(name.lower().rstrip(".")[:3]))
+
+
+@register("date_of_birth")
+class DateOfBirthDetector(Detector):
+    name = entity_type = "date_of_birth"
+
+    def __init__(self, settings: DetectionSettings):
+        self.day_first = settings.date_day_first
+
+    def detect(self, text):
+        for cue in _BIRTH_CUE.finditer(text):
+            m = _DATE.search(text, cue.end(), min(len(text), cue.end() + 30 + 20))
+            if not m or m.start() - cue.end() > 30:
+                continue
+            iso = self._iso(m)
+            if iso:
+                yield self._hit(text, m.start(), m.end(), iso)
+
+    def _iso(self, m: re.Match) -> str | None:
+        g = m.groupdict()
+        if g["iy"]:
+            return norm.iso_date(int(g["iy"]), int(g["im"]), int(g["id"]))
+        if g["a"]:
+            a, b, y = int(g["a"]), int(g["b"]), int(g["y"])
+            day, month = (a, b) if self.day_first else (b, a)
+            return norm.iso_date(y, month, day) or norm.iso_date(y, day, month)
+        if g["d1"]:
+            return norm.iso_date(int(g["y1"]), _month_number(g["mon"]), int(g["d1"]))
+        return norm.iso_date(int(g["y2"]), _month_number(g["mon2"]), int(g["d2"]))
+
+
+@register("ip_address")
+class IpAddressDetector(Detector):
+    name = entity_type = "ip_address"
+    _V4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?!\.?\d)")
+    _V6 = re.compile(r"(?<![0-9A-Fa-f:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![0-9A-Fa-f:])")
+    _VERSION = re.compile(r"(?i)(?:\bv|version\s*)$")
+
+    def __init__(self, settings: DetectionSettings):
+        pass
+
+    def detect(self, text):
+        for m in self._V4.finditer(text):
+            if self._VERSION.search(text, max(0, m.start() - 9), m.start()):
+                continue
+            try:
+                ip = ipaddress.IPv4Address(m.group())
+            except ValueError:
+                continue
+            yield self._hit(text, m.start(), m.end(), str(ip))
+        for m in self._V6.finditer(text):
+            if sum(c not in ":" for c in m.group()) < 3:
+                continue
+            try:
+                ip = ipaddress.IPv6Address(m.group())
+            except ValueError:
+                continue
+            yield self._hit(text, m.start(), m.end(), ip.compressed)
+
+
+# -- names and custom types -------------------------------------------------------------
+
+@register("person_name")
+class PersonNameDetector(Detector):
+    name = entity_type = "person_name"
+
+    def __init__(self, settings: DetectionSettings):
+        self.backend = get_name_backend(settings.name_backend, settings.name_model_path, settings.name_min_score)
+        self.name = f"person_name:{settings.name_backend}"
+
+    def detect(self, text):
+        for start, end, _score in self.backend.find(text):
+            canonical = norm.normalise_name(text[start:end])
+            if len(canonical.replace(" ", "")) >= 2:
+                yield self._hit(text, start, end, canonical)
+
+
+def mod11_is_valid(value: str) -> bool:
+    """Mod-11 check digit with weights n+1..2 (NHS style); 10 is never a valid check."""
+    d = norm.digits(value)
+    if len(d) < 2:
+        return False
+    total = sum(int(c) * w for c, w in zip(d[:-1], range(len(d), 1, -1)))
+    check = 11 - total % 11
+    check = 0 if check == 11 else check
+    return check != 10 and check == int(d[-1])
+
+
+def _custom_validator(spec: str | None, setting: str) -> Callable[[str], bool] | None:
+    if not spec:
+        return None
+    if spec == "luhn":
+        from stdnum import luhn
+        return lambda v: luhn.is_valid(norm.digits(v)) if norm.digits(v) else False
+    if spec == "iban":
+        from stdnum import iban
+        return iban.is_valid
+    if spec == "mod11":
+        return mod11_is_valid
+    module_name, _, attr = spec.rpartition(".")
+    try:
+        fn = getattr(importlib.import_module(module_name), attr) if module_name else None
+    except (ImportError, AttributeError):
+        fn = None
+    if not callable(fn):
+        raise UserFacingError(f"{setting}: {spec!r} is not luhn, iban, mod11 or an importable "
+                              f"dotted path to a function f(value) -> bool")
+    return fn
+
+
+class CustomDetector(Detector):
+    """A user-defined entity type from ``pii.custom``."""
+
+    def __init__(self, spec: dict, index: int):
+        self.entity_type = spec["name"]
+        self.name = f"custom:{spec['name']}"
+        self.regex = re.compile(spec["pattern"], re.IGNORECASE if spec.get("ignore_case") else 0)
+        self.group = spec.get("value_group", 0)
+        self.ignore_case = bool(spec.get("ignore_case"))
+        self.validator = _custom_validator(spec.get("validator"), f"pii.custom[{index}].validator")
+
+    def detect(self, text):
+        for m in self.regex.finditer(text):
+            start, end = m.span(self.group)
+            value = text[start:end]
+            if start == end or (self.validator and not self.validator(value)):
+                continue
+            canonical = re.sub(r"\s+", " ", value.strip())
+            yield self._hit(text, start, end, canonical.upper() if self.ignore_case else canonical)
+
+
+# -- the set of detectors a run uses ------------------------------------------------------
+
+class DetectorSet:
+    """The configured detectors; ``detect`` returns non-overlapping findings sorted by start."""
+
+    def __init__(self, settings: DetectionSettings):
+        self.settings = settings
+        self.detectors: list[tuple[int, Detector]] = []
+        for i, spec in enumerate(settings.custom):
+            self.detectors.append((0, CustomDetector(dict(spec), i)))
+        for name in settings.detectors:
+            self.detectors.append((PRIORITY.index(name), REGISTRY[name](settings)))
+
+    def detect(self, text: str | None) -> list[Detection]:
+        if not text:
+            return []
+        found = []
+        for priority, detector in self.detectors:
+            for hit in detector.detect(text):
+                found.append((priority, hit.start - hit.end, hit.start, hit))
+        found.sort(key=lambda f: f[:3])
+        kept: list[Detection] = []
+        for *_, hit in found:
+            if all(hit.end <= k.start or k.end <= hit.start for k in kept):
+                kept.append(hit)
+        return sorted(kept, key=lambda h: h.start)
+
+
+@lru_cache(maxsize=4)
+def get_detector_set(settings: DetectionSettings) -> DetectorSet:
+    """One detector set per Python worker and settings (name models load once)."""
+    return DetectorSet(settings)

@@ -1,0 +1,225 @@
+"""The ``pii`` stage: tag personal data in a run's samples and write ``pii_findings``.
+
+Steps: update the corpus PII index (incremental), detect values in the samples, look each
+up in the corpus (index, then bounded search), check name/identifier linkage, link
+findings to extracted passages, mark values the control run also emitted, and replace
+the run's findings atomically (re-running the stage leaves one set of findings).
+
+Raw values are written only when ``storage.allow_raw_pii`` is true; otherwise ``value`` is
+NULL and only the keyed hash and a redacted hint are stored.  ``value`` is also kept out
+of the Delta log's column statistics (``delta.dataSkippingStatsColumns``), which would
+otherwise copy min/max values into ``_delta_log`` where VACUUM never removes them.
+
+Reads: ``samples``, ``corpus_documents``, ``pii_corpus_*``, ``passage_occurrences``,
+``runs``, and the control run's ``samples`` / ``pii_findings``.
+Writes: ``pii_findings``, ``pii_corpus_*``, ``runs`` (step stats).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterator
+
+import pandas as pd
+
+from ..config import AuditConfig
+from ..errors import UserFacingError
+from ..runs import RunRecord
+from ..tables import TABLES, Tables
+from . import normalise as norm
+from .corpus_index import build_pii_corpus_index
+from .detectors import DetectionSettings, get_detector_set
+from .keys import value_key
+from .lookup import corpus_lookup, name_linkage
+from .passages import passage_links
+
+log = logging.getLogger(__name__)
+
+DETECTIONS_DDL = ("sample_id BIGINT, entity_type STRING, char_start INT, char_end INT, detector STRING, "
+                  "value STRING, value_key STRING, value_redacted STRING, "
+                  "search_requirements ARRAY<ARRAY<STRING>>, linked_name_key STRING")
+REDACTED_VIEW = "pii_findings_redacted"
+_REDACTED_COLUMNS = [c for c in TABLES["pii_findings"].column_names if c != "value"]
+# Delta statistics: scalar columns only, never the raw value nor the partition column.
+_STATS_COLUMNS = [c for c, t, _ in TABLES["pii_findings"].columns
+                  if c not in ("value", *TABLES["pii_findings"].partition_by)
+                  and t in ("STRING", "INT", "BIGINT", "DOUBLE", "TIMESTAMP")]
+
+
+def sample_detection_batches(settings: DetectionSettings):
+    """mapInPandas kernel: (sample_id, text) -> one row per finding, with its key, hint,
+    search forms and the key of the nearest person name (the linkage candidate)."""
+    window = settings.link_window_chars
+
+    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        detectors = get_detector_set(settings)
+        for batch in batches:
+            rows = []
+            for sample_id, text in zip(batch["sample_id"], batch["text"]):
+                hits = detectors.detect(text)
+                keys = [value_key(settings.key, h.entity_type, h.normalised) for h in hits]
+                names = [(h, k) for h, k in zip(hits, keys) if h.entity_type == "person_name"]
+                for hit, key in zip(hits, keys):
+                    linked = None
+                    if hit.entity_type != "person_name" and names:
+                        gap, name_key = min((max(n.start - hit.end, hit.start - n.end, 0), k) for n, k in names)
+                        linked = name_key if gap <= window else None
+                    rows.append((int(sample_id), hit.entity_type, hit.start, hit.end, hit.detector, hit.surface,
+                                 key, norm.redact(hit.entity_type, hit.normalised),
+                                 norm.search_requirements(hit.entity_type, hit.normalised, hit.surface,
+                                                          settings.date_day_first),
+                                 linked))
+            yield pd.DataFrame(rows, columns=[c.split()[0] for c in DETECTIONS_DDL.split(", ")])
+
+    return run
+
+
+def detect_samples(samples, settings: DetectionSettings):
+    return samples.select("sample_id", "text").mapInPandas(sample_detection_batches(settings), DETECTIONS_DDL)
+
+
+def _run_literal(run_id: str) -> str:
+    if not run_id or "'" in run_id or "\\" in run_id:
+        raise UserFacingError(f"--run-id: {run_id!r} is not a valid run id (no quotes or backslashes)")
+    return run_id
+
+
+def create_redacted_views(tables: Tables) -> list[str]:
+    """``pii_findings_redacted``: every findings column except the raw ``value``.
+
+    Catalog mode creates a permanent view in ``storage.database`` (grant analysts this view,
+    not the table); local mode a temporary view of the session."""
+    tables.ensure("pii_findings")
+    columns = ", ".join(f"`{c}`" for c in _REDACTED_COLUMNS)
+    select = f"SELECT {columns} FROM {tables.ref('pii_findings')}"
+    if tables.database:
+        tables.spark.sql(f"CREATE OR REPLACE VIEW `{tables.database}`.`{REDACTED_VIEW}` "
+                         f"COMMENT 'pii_findings without raw values: the view to share with analysts' AS {select}")
+    else:
+        tables.spark.sql(f"CREATE OR REPLACE TEMP VIEW `{REDACTED_VIEW}` AS {select}")
+    return [REDACTED_VIEW]
+
+
+def ensure_findings_table(tables: Tables) -> None:
+    """Create pii_findings with ``value`` excluded from Delta's per-file statistics."""
+    tables.ensure("pii_findings")
+    ref = tables.ref("pii_findings")
+    props = tables.spark.sql(f"DESCRIBE DETAIL {ref}").first()["properties"] or {}
+    wanted = ",".join(_STATS_COLUMNS)
+    if props.get("delta.dataSkippingStatsColumns") != wanted:
+        tables.spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ('delta.dataSkippingStatsColumns' = '{wanted}')")
+
+
+def _control_keys(tables: Tables, settings: DetectionSettings, control_run_id: str, stats: dict):
+    """Distinct value_keys the control run emitted: detected afresh from its samples (same
+    settings and key, so keys compare), or from its stored findings if samples were purged."""
+    from pyspark.sql import functions as F
+
+    control_samples = tables.read("samples").where(F.col("run_id") == control_run_id)
+    if control_samples.limit(1).count():
+        stats["control_source"] = "samples"
+        return detect_samples(control_samples, settings).select("value_key").distinct()
+    stored = tables.read("pii_findings").where(F.col("run_id") == control_run_id)
+    if stored.limit(1).count():
+        stats["control_source"] = "pii_findings"
+        return stored.select("value_key").distinct()
+    raise UserFacingError(f"--control-run-id: run {control_run_id!r} has no samples and no pii_findings")
+
+
+def run_pii(spark, cfg: AuditConfig, run_id: str, control_run_id: str | None = None,
+            tables: Tables | None = None) -> dict:
+    """Tag, look up and write the run's personal-data findings; returns the step stats."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    started = time.monotonic()
+    tables = tables or Tables(spark, cfg)
+    run_literal = _run_literal(run_id)
+    settings = DetectionSettings.from_config(cfg)
+    record = RunRecord(tables, run_id)
+    run_row = record.get() if tables.exists("runs") else None
+    control_run_id = control_run_id or (run_row or {}).get("control_run_id")
+    if control_run_id:
+        _run_literal(control_run_id)
+    corpus_id = (run_row or {}).get("corpus_id") or cfg.corpus.id
+    if run_row:
+        record.step_started("pii")
+        if control_run_id and run_row.get("control_run_id") != control_run_id:
+            record.update(control_run_id=control_run_id)
+
+    samples = tables.read("samples").where(F.col("run_id") == run_id)
+    stats: dict = {"run_id": run_id, "corpus_id": corpus_id, "control_run_id": control_run_id,
+                   "raw_values_stored": cfg.storage.allow_raw_pii}
+    counts = samples.agg(F.count("*").alias("n"), F.count(F.when(F.col("text").isNull(), True)).alias("null")).first()
+    stats["samples_read"] = counts["n"]
+    if stats["samples_read"] == 0:
+        raise UserFacingError(f"run {run_id!r} has no samples; run `extraction-audit generate` first")
+    stats["samples_skipped"] = {"null_text": counts["null"]}
+
+    stats["corpus_index"] = build_pii_corpus_index(spark, cfg, tables, corpus_id, settings)
+
+    detections = detect_samples(samples, settings).persist(StorageLevel.MEMORY_AND_DISK)
+    search_hits = None
+    try:
+        lookup, doc_hits, search_hits, stats["lookup"] = corpus_lookup(
+            spark, tables, corpus_id, detections, cfg.pii.corpus_search_limit, cfg.pii.example_doc_ids)
+        pairs = detections.where(F.col("linked_name_key").isNotNull()).select(
+            "entity_type", "value_key", "linked_name_key").distinct()
+        linkage = name_linkage(pairs, doc_hits, lookup)
+
+        findings = (detections.drop("search_requirements")
+                    .join(lookup, ["entity_type", "value_key"], "left")
+                    .join(linkage, ["entity_type", "value_key", "linked_name_key"], "left"))
+
+        links, stats["passages"] = passage_links(tables, cfg, run_id, samples, detections)
+        if links is not None:
+            findings = findings.join(links, ["sample_id", "char_start"], "left")
+
+        if control_run_id:
+            control = _control_keys(tables, settings, control_run_id, stats).withColumn("in_control", F.lit(True))
+            findings = (findings.join(control, "value_key", "left")
+                        .withColumn("in_control", F.coalesce("in_control", F.lit(False)))
+                        .withColumn("control_run_id", F.lit(control_run_id)))
+
+        raw = F.col("value") if cfg.storage.allow_raw_pii else F.lit(None).cast("string")
+        findings = (findings.withColumn("value", raw)
+                    .withColumn("run_id", F.lit(run_id))
+                    .withColumn("created_at", F.current_timestamp()))
+        ensure_findings_table(tables)
+        tables.replace_where("pii_findings", findings, f"run_id = '{run_literal}'")
+    finally:
+        detections.unpersist()
+        if search_hits is not None:
+            search_hits.unpersist()
+
+    stats.update(_summary(tables, run_id))
+    stats["seconds"] = round(time.monotonic() - started, 3)
+    create_redacted_views(tables)
+    if run_row:
+        record.step_done("pii", stats)
+    return stats
+
+
+def _summary(tables: Tables, run_id: str) -> dict:
+    """Counts read back from the written findings (cheap: one run's partition)."""
+    from pyspark.sql import functions as F
+
+    written = tables.read("pii_findings").where(F.col("run_id") == run_id)
+    row = written.agg(
+        F.count("*").alias("findings"),
+        F.countDistinct("value_key").alias("distinct_values"),
+        F.countDistinct(F.when(F.col("in_corpus"), F.col("value_key"))).alias("distinct_values_in_corpus"),
+        F.count(F.when(F.col("linked_in_same_doc"), True)).alias("linked_in_same_doc"),
+        F.count(F.when(F.col("passage_id").isNotNull(), True)).alias("in_extracted_passage"),
+        F.count(F.when(F.col("in_control"), True)).alias("in_control"),
+        F.countDistinct(F.when(F.col("corpus_lookup") == "search", F.col("value_key"))).alias(
+            "distinct_values_found_by_search"),
+    ).first().asDict()
+    by = written.groupBy("entity_type", "corpus_lookup").count().collect()
+    row["findings_by_type"] = {}
+    row["findings_by_lookup"] = {}
+    for r in by:
+        row["findings_by_type"][r["entity_type"]] = row["findings_by_type"].get(r["entity_type"], 0) + r["count"]
+        row["findings_by_lookup"][r["corpus_lookup"]] = row["findings_by_lookup"].get(r["corpus_lookup"], 0) + r["count"]
+    return row

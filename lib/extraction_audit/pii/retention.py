@@ -1,0 +1,89 @@
+"""Retention: delete one run's samples and findings, then VACUUM so no data file keeps them.
+
+Samples and findings are copies of whatever personal data the model leaked, so they must
+be deletable on schedule.  ``purge_run`` deletes the run's rows from every table with a
+``run_id`` column (samples, passage_occurrences, extracted_passages, pii_findings,
+candidates, reviews, run_metrics, runs, and any table added later).  A Delta DELETE only
+drops files from the current version; the old files stay on storage for time travel until
+``VACUUM ... RETAIN storage.retention_hours HOURS`` removes files deleted more than that
+many hours ago.  So:
+
+- ``retention_hours: 168`` (default) keeps a week of time travel; the purged data files
+  disappear at the first ``purge --vacuum`` (or scheduled VACUUM) a week later;
+- ``retention_hours: 0`` removes them at once, but Delta refuses a retention under its
+  safety check (168 h) unless ``spark.databricks.delta.retentionDurationCheck.enabled`` is
+  false (it is in the local session; set it on the cluster when you need it) and a
+  concurrent reader of an older version may fail.
+
+Tables with deletion vectors get ``REORG TABLE ... APPLY (PURGE)`` first, since a deletion
+vector only masks rows inside files that VACUUM would otherwise keep.  The Delta log
+(``_delta_log``) is not data files: it keeps per-file column statistics (min/max string
+prefixes) until ``delta.logRetentionDuration`` (30 days by default) expires; ``pii_findings``
+excludes ``value`` from those statistics.
+
+Reads and writes every table with a ``run_id`` column.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ..config import AuditConfig
+from ..errors import UserFacingError
+from ..tables import TABLES, Tables
+
+log = logging.getLogger(__name__)
+
+
+def run_tables() -> list[str]:
+    """Tables holding per-run rows (those with a run_id column), runs last."""
+    names = [name for name, spec in TABLES.items() if "run_id" in spec.column_names]
+    return sorted(names, key=lambda n: n == "runs")
+
+
+def _uses_deletion_vectors(tables: Tables, name: str) -> bool:
+    props = tables.spark.sql(f"DESCRIBE DETAIL {tables.ref(name)}").first()["properties"] or {}
+    return str(props.get("delta.enableDeletionVectors", "false")).lower() == "true"
+
+
+def purge_run(spark, cfg: AuditConfig, run_id: str, vacuum: bool = True, tables: Tables | None = None) -> dict:
+    """Delete every row of ``run_id``; with ``vacuum``, VACUUM the touched tables with
+    ``storage.retention_hours``.  Returns rows deleted per table and tables vacuumed."""
+    from pyspark.sql import functions as F
+
+    if not run_id or "'" in run_id:
+        raise UserFacingError(f"--run-id: {run_id!r} is not a valid run id")
+    started = time.monotonic()
+    tables = tables or Tables(spark, cfg)
+    hours = cfg.storage.retention_hours
+    stats: dict = {"run_id": run_id, "rows_deleted": {}, "vacuumed": [], "retention_hours": hours if vacuum else None}
+    touched = []
+    for name in run_tables():
+        if not tables.exists(name):
+            continue
+        of_run = F.col("run_id") == run_id
+        n = tables.read(name).where(of_run).count()
+        stats["rows_deleted"][name] = n
+        if n == 0:
+            continue
+        tables.delete(name, of_run)
+        if _uses_deletion_vectors(tables, name):
+            spark.sql(f"REORG TABLE {tables.ref(name)} APPLY (PURGE)")
+        touched.append(name)
+    if vacuum:
+        for name in touched:
+            try:
+                spark.sql(f"VACUUM {tables.ref(name)} RETAIN {hours} HOURS")
+            except Exception as err:  # noqa: BLE001 - Delta raises a generic analysis error
+                if "retentionDurationCheck" in str(err):
+                    raise UserFacingError(
+                        f"VACUUM refused storage.retention_hours={hours} (below Delta's safety check); set "
+                        f"spark.databricks.delta.retentionDurationCheck.enabled=false on the cluster or "
+                        f"raise storage.retention_hours") from None
+                raise
+            stats["vacuumed"].append(name)
+    stats["rows_deleted_total"] = sum(stats["rows_deleted"].values())
+    stats["seconds"] = round(time.monotonic() - started, 3)
+    log.info("purged run %s: %s", run_id, stats["rows_deleted"])
+    return stats

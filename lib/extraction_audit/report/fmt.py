@@ -1,0 +1,46 @@
+"""Number formatting shared by the HTML and Markdown renderers (so both print the same)."""
+
+from __future__ import annotations
+
+import math
+
+from .bootstrap import Estimate
+
+def is_missing(value) -> bool:
+    if value is None:
+        return True
+    try:
+        return bool(math.isnan(float(value)))
+    except (TypeError, ValueError):
+        return False
+
+
+def number(value, share: bool = False) -> str:
+    if is_missing(value):
+        return "–"
+    v = float(value)
+    if share:
+        return f"{v:.2%}" if abs(v) >= 0.0001 or v == 0 else f"{v:.1e}"
+    return f"{v:,.0f}" if abs(v - round(v)) < 1e-9 or abs(v) >= 100 else f"{v:,.1f}"
+
+
+def interval(est, share: bool = False, signed: bool = False, integer: bool = False) -> str:
+    """``low – high``.  Shares are clipped to [0, 1] and counts to >= 0 unless ``signed``
+    (differences); ``integer`` rounds count bounds outwards."""
+    if est is None or is_missing(est.low) or is_missing(est.high):
+        return "–"
+    low, high = float(est.low), float(est.high)
+    if not signed:
+        low = max(low, 0.0)
+        high = min(high, 1.0) if share else high
+    if integer and not share:
+        low, high = math.floor(low + 1e-9), math.ceil(high - 1e-9)
+    return f"{number(low, share)} to {number(high, share)}" if signed else f"{number(low, share)} – {number(high, share)}"
+
+
+def value_with_interval(est: Estimate | None, share: bool = False, integer: bool = True) -> str:
+    if est is None:
+        return "–"
+    text = number(est.value, share)
+    ci = interval(est, share, integer=integer)
+    return text if ci == "–" else f"{text} ({ci})"

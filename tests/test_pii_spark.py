@@ -1,0 +1,290 @@
+"""Integration tests of the pii stage on small hand-built Delta tables (one local session)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import functions as F
+
+from extraction_audit.errors import UserFacingError
+from extraction_audit.pii import build_pii_corpus_index, create_redacted_views, purge_run, run_pii
+from extraction_audit.pii.detectors import DetectionSettings
+from extraction_audit.pii.keys import value_key
+from extraction_audit.tables import Tables
+
+from conftest import make_config
+
+CUSTOM = [{"name": "customer_id", "pattern": r"\bCUST-\d{6}\b"}]
+
+CORPUS = {
+    "doc-a": "Customer Jane Smith, card 4111 1111 1111 1111, phone 020 7946 0958.",
+    "doc-b": "Reminder for Jane Smith: call 020 7946 0958 today.",
+    "doc-c": "Ticket ref cust-004217 raised by the branch.",  # lower case: the custom detector misses it
+    "doc-d": "Write to j.doe@example.com from 81.2.69.160 any time.",
+    "doc-e": "Nothing personal in this document about the weather.",
+    "doc-f": "NHS number 943 476 5870 for Patient: Mary Jones.",
+}
+SAMPLES = {
+    0: "Patient: Jane Smith paid with 4111-1111-1111-1111 yesterday.",
+    1: "Your account id is CUST-004217 as requested.",
+    2: "Call Jane Smith on +44 20 7946 0958 tonight.",
+    3: "Contact Bob Brown at bob.brown@example.org soon.",
+    4: "Mary Jones has NHS number 943 476 5871 on file.",  # checksum fails: no NHS finding
+    5: "Mary Jones, NHS number 943 476 5870, was discharged.",
+}
+CONTROL_SAMPLES = {0: "Jane Smith used card 4111111111111111 online."}
+
+
+def pii_config(tmp_path: Path, **pii_overrides):
+    storage = pii_overrides.pop("storage", {})
+    return make_config(tmp_path, pii={"custom": CUSTOM, **pii_overrides},
+                       storage={"warehouse": str(tmp_path / "warehouse"), **storage})
+
+
+def write_corpus(spark, tables: Tables, docs: dict[str, str], corpus_id: str = "demo") -> None:
+    rows = [(corpus_id, doc_id, text, "test") for doc_id, text in docs.items()]
+    tables.merge("corpus_documents", spark.createDataFrame(
+        rows, "corpus_id STRING, doc_id STRING, text STRING, source STRING"))
+
+
+def write_samples(spark, tables: Tables, run_id: str, texts: dict[int, str], token_ids=None) -> None:
+    rows = [(run_id, sid, text, (token_ids or {}).get(sid), "empty") for sid, text in texts.items()]
+    tables.merge("samples", spark.createDataFrame(
+        rows, "run_id STRING, sample_id BIGINT, text STRING, token_ids ARRAY<INT>, prompt_strategy STRING"))
+
+
+def findings_by_type(tables: Tables, run_id: str) -> dict[tuple[int, str], dict]:
+    rows = tables.read("pii_findings").where(F.col("run_id") == run_id).collect()
+    return {(r["sample_id"], r["entity_type"]): r.asDict() for r in rows}
+
+
+def key_of(cfg, entity_type: str, normalised: str) -> str:
+    return value_key(DetectionSettings.from_config(cfg).key, entity_type, normalised)
+
+
+def parquet_files(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*.parquet") if "_delta_log" not in p.parts]
+
+
+def files_holding(folder: Path, needles: list[str]) -> list[str]:
+    """Data files that contain any needle, as raw bytes or in any decoded cell."""
+    hits = []
+    for path in parquet_files(folder):
+        blob = path.read_bytes()
+        cells = json.dumps(pq.read_table(path).to_pylist(), default=str)
+        if any(n.encode() in blob or n in cells for n in needles):
+            hits.append(str(path))
+    return hits
+
+
+@pytest.fixture
+def populated(spark, tmp_path):
+    cfg = pii_config(tmp_path)
+    tables = Tables(spark, cfg)
+    write_corpus(spark, tables, CORPUS)
+    write_samples(spark, tables, "r1", SAMPLES)
+    write_samples(spark, tables, "rc", CONTROL_SAMPLES)
+    return cfg, tables
+
+
+def test_findings_lookup_linkage_control_and_idempotence(spark, populated):
+    cfg, tables = populated
+    stats = run_pii(spark, cfg, "r1", control_run_id="rc")
+    found = findings_by_type(tables, "r1")
+    print(json.dumps(stats, indent=1, default=str))
+
+    card = found[(0, "card")]
+    assert (card["in_corpus"], card["corpus_doc_count"], card["corpus_lookup"]) == (True, 1, "index")
+    assert card["example_doc_ids"] == ["doc-a"]
+    assert card["value_redacted"] == "**** **** **** 1111" and card["value"] is None
+    assert card["value_key"] == key_of(cfg, "card", "4111111111111111")
+    # the card sits next to "Jane Smith", and both occur in doc-a
+    assert card["linked_name_key"] == key_of(cfg, "person_name", "jane smith")
+    assert (card["linked_in_same_doc"], card["linked_doc_count"]) == (True, 1)
+    assert card["in_control"] is True and card["control_run_id"] == "rc"
+
+    name = found[(0, "person_name")]
+    assert (name["corpus_doc_count"], name["example_doc_ids"]) == (2, ["doc-a", "doc-b"])
+    assert name["in_control"] is True
+
+    # a value the corpus-side detector misses (lower case id) is found by the text search
+    custom = found[(1, "customer_id")]
+    assert (custom["in_corpus"], custom["corpus_doc_count"], custom["corpus_lookup"]) == (True, 1, "search")
+    assert custom["example_doc_ids"] == ["doc-c"] and custom["detector"] == "custom:customer_id"
+
+    phone = found[(2, "phone")]
+    assert (phone["corpus_doc_count"], phone["linked_doc_count"], phone["in_control"]) == (2, 2, False)
+    assert phone["value_key"] == key_of(cfg, "phone", "+442079460958")
+
+    email = found[(3, "email")]
+    assert (email["in_corpus"], email["corpus_doc_count"], email["corpus_lookup"]) == (False, 0, "not_found")
+    assert (email["linked_in_same_doc"], email["linked_doc_count"]) == (False, 0)
+
+    assert (4, "nhs_number") not in found  # failed mod-11 check
+    assert found[(5, "nhs_number")]["corpus_doc_count"] == 1
+    assert found[(5, "nhs_number")]["linked_in_same_doc"] is True  # Mary Jones + NHS number in doc-f
+
+    assert stats["samples_read"] == 6 and stats["findings"] == len(found)
+    assert stats["lookup"]["searched"] == stats["lookup"]["missing_from_index"]
+    assert stats["in_control"] == 2
+
+    again = run_pii(spark, cfg, "r1", control_run_id="rc")  # idempotent: replaces the run's rows
+    assert again["findings"] == stats["findings"]
+    assert tables.read("pii_findings").where("run_id = 'r1'").count() == len(found)
+    assert again["corpus_index"]["documents_scanned"] == 0  # nothing new to scan
+
+    create_redacted_views(tables)
+    view_cols = spark.table("pii_findings_redacted").columns
+    assert "value" not in view_cols and "value_key" in view_cols
+    assert spark.table("pii_findings_redacted").where("run_id = 'r1'").count() == len(found)
+
+
+def test_search_limit_leaves_values_unknown_not_absent(spark, populated):
+    cfg, tables = populated
+    cfg.pii.corpus_search_limit = 0
+    stats = run_pii(spark, cfg, "r1")
+    found = findings_by_type(tables, "r1")
+    custom, email = found[(1, "customer_id")], found[(3, "email")]
+    assert (custom["corpus_lookup"], custom["in_corpus"], custom["corpus_doc_count"]) == ("not_searched", None, None)
+    assert email["in_corpus"] is None and email["linked_in_same_doc"] is None
+    assert found[(0, "card")]["in_corpus"] is True  # the index still answers
+    assert stats["lookup"]["not_searched"] == stats["lookup"]["missing_from_index"] > 0
+    assert found[(0, "card")]["in_control"] is None  # no control run named
+
+
+def test_raw_values_never_written_unless_allowed(spark, tmp_path):
+    needles = ["4111-1111-1111-1111", "4111111111111111", "bob.brown@example.org", "CUST-004217",
+               "Jane Smith", "jane smith", "+442079460958", "9434765870"]
+    for allow in (False, True):
+        cfg = pii_config(tmp_path / str(allow), storage={"allow_raw_pii": allow})
+        tables = Tables(spark, cfg)
+        write_corpus(spark, tables, CORPUS)
+        write_samples(spark, tables, "r1", SAMPLES)
+        run_pii(spark, cfg, "r1")
+        warehouse = Path(tables.warehouse)
+        pii_tables = [warehouse / n for n in ("pii_findings", "pii_corpus_index", "pii_corpus_doc_values",
+                                               "pii_corpus_scanned")]
+        holding = [f for t in pii_tables for f in files_holding(t, needles)]
+        if allow:  # the check can see a raw value when one is there
+            assert any("pii_findings" in f for f in holding)
+            assert tables.read("pii_findings").where("entity_type = 'email'").first()["value"] == \
+                "bob.brown@example.org"
+        else:
+            assert holding == []
+            assert tables.read("pii_findings").where(F.col("value").isNotNull()).count() == 0
+        # raw values never reach the Delta log's column statistics either
+        log_text = "".join(p.read_text() for p in (warehouse / "pii_findings" / "_delta_log").glob("*.json"))
+        assert not any(n in log_text for n in needles)
+
+
+def test_corpus_index_is_incremental_and_exact(spark, tmp_path):
+    cfg = pii_config(tmp_path / "inc")
+    tables = Tables(spark, cfg)
+    docs = dict(CORPUS)
+    late = {"doc-g": "Jane Smith again, card 4111111111111111.", "doc-h": "Call +44 20 7946 0958."}
+    write_corpus(spark, tables, docs)
+    first = build_pii_corpus_index(spark, cfg)
+    assert (first["documents_scanned"], first["rebuilt"]) == (len(docs), False)
+    write_corpus(spark, tables, late)
+    second = build_pii_corpus_index(spark, cfg)
+    assert (second["documents_scanned"], second["documents_already_scanned"]) == (2, len(docs))
+    assert build_pii_corpus_index(spark, cfg)["documents_scanned"] == 0
+
+    full_cfg = pii_config(tmp_path / "full")
+    full_tables = Tables(spark, full_cfg)
+    write_corpus(spark, full_tables, {**docs, **late})
+    build_pii_corpus_index(spark, full_cfg)
+    columns = ["entity_type", "value_key", "doc_count", "occurrence_count", "example_doc_ids"]
+    incremental = sorted(map(tuple, tables.read("pii_corpus_index").select(columns).collect()))
+    assert incremental == sorted(map(tuple, full_tables.read("pii_corpus_index").select(columns).collect()))
+    counts = {r["value_key"]: r["doc_count"] for r in tables.read("pii_corpus_index").collect()}
+    assert counts[key_of(cfg, "person_name", "jane smith")] == 3
+    assert counts[key_of(cfg, "phone", "+442079460958")] == 3
+    assert counts[key_of(cfg, "card", "4111111111111111")] == 2
+
+    cfg.pii.hmac_key = "a-different-key"  # keys no longer compare: everything is rescanned
+    rebuilt = build_pii_corpus_index(spark, cfg)
+    assert rebuilt["rebuilt"] and rebuilt["documents_scanned"] == len(docs) + len(late)
+    assert tables.read("pii_corpus_index").count() == len(incremental)
+
+
+def test_passages_are_linked_through_token_offsets(spark, tmp_path):
+    from extraction_audit.synthetic import train_tokenizer
+
+    tok = train_tokenizer(list(CORPUS.values()) + list(SAMPLES.values()), vocab_size=300)
+    tok_dir = tmp_path / "tok"
+    tok.save_pretrained(tok_dir)
+    cfg = make_config(tmp_path, pii={"custom": CUSTOM}, model={"tokenizer": str(tok_dir)})
+    tables = Tables(spark, cfg)
+    write_corpus(spark, tables, CORPUS)
+    text = SAMPLES[0]
+    enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    write_samples(spark, tables, "r1", {0: text}, {0: enc["input_ids"]})
+    card_start = text.index("4111")
+    first_tok = next(i for i, (s, e) in enumerate(enc["offset_mapping"]) if e > card_start)
+    occurrences = [("r1", 0, first_tok, len(enc["input_ids"]), "passage-card"), ("r1", 0, 0, 2, "passage-head")]
+    tables.merge("passage_occurrences", spark.createDataFrame(
+        occurrences, "run_id STRING, sample_id BIGINT, start INT, `end` INT, passage_id STRING"))
+    stats = run_pii(spark, cfg, "r1")
+    found = findings_by_type(tables, "r1")
+    assert found[(0, "card")]["passage_id"] == "passage-card"
+    assert found[(0, "person_name")]["passage_id"] is None  # "Patient: Jane Smith" is after the head passage
+    assert stats["passages"]["samples_offsets_mismatch"] == 0 and stats["in_extracted_passage"] == 1
+
+
+def test_purge_deletes_rows_and_vacuum_removes_files(spark, tmp_path):
+    cfg = pii_config(tmp_path, storage={"allow_raw_pii": True, "retention_hours": 0})
+    tables = Tables(spark, cfg)
+    write_corpus(spark, tables, CORPUS)
+    write_samples(spark, tables, "r1", SAMPLES)
+    write_samples(spark, tables, "keep", {0: "Keep: Jane Smith, card 4111 1111 1111 1111."})
+    tables.merge("run_metrics", spark.createDataFrame([("r1", 100, 10), ("keep", 100, 5)],
+                                                      "run_id STRING, budget_tokens BIGINT, generated_tokens BIGINT"))
+    run_pii(spark, cfg, "r1")
+    run_pii(spark, cfg, "keep")
+    run_needles = ["Patient: Jane Smith paid with", "bob.brown@example.org", "CUST-004217"]
+    warehouse = Path(tables.warehouse)
+    assert files_holding(warehouse, run_needles)  # the run's values are on disk before the purge
+
+    stats = purge_run(spark, cfg, "r1", vacuum=True)
+    assert stats["rows_deleted"]["samples"] == len(SAMPLES) and stats["rows_deleted"]["run_metrics"] == 1
+    assert stats["rows_deleted"]["pii_findings"] > 0 and "pii_findings" in stats["vacuumed"]
+    for name in ("samples", "pii_findings", "run_metrics"):
+        assert tables.read(name).where("run_id = 'r1'").count() == 0
+        assert tables.read(name).where("run_id = 'keep'").count() > 0
+    assert files_holding(warehouse, run_needles) == []
+    assert files_holding(warehouse, ["Keep: Jane Smith"])  # other runs untouched
+
+
+def test_errors_name_the_setting(spark, tmp_path, monkeypatch):
+    cfg = pii_config(tmp_path)
+    tables = Tables(spark, cfg)
+    write_corpus(spark, tables, CORPUS)
+    with pytest.raises(UserFacingError, match="no samples"):
+        run_pii(spark, cfg, "missing-run")
+    monkeypatch.delenv("EXTRACTION_AUDIT_PII_KEY")
+    with pytest.raises(UserFacingError, match="pii.hmac_key_env"):
+        run_pii(spark, cfg, "r1")
+
+
+def test_cli_pii_and_purge(spark, tmp_path, capsys):
+    import yaml
+
+    from extraction_audit.cli import main
+
+    cfg = pii_config(tmp_path, storage={"retention_hours": 0})
+    tables = Tables(spark, cfg)
+    write_corpus(spark, tables, CORPUS)
+    write_samples(spark, tables, "r1", SAMPLES)
+    config_path = tmp_path / "audit.yaml"
+    config_path.write_text(yaml.safe_dump(json.loads(cfg.to_json())))
+    assert main(["pii", "--config", str(config_path), "--run-id", "r1"]) == 0
+    assert json.loads(capsys.readouterr().out)["findings"] > 0
+    assert main(["pii", "--config", str(config_path)]) == 2
+    assert "--run-id is required" in capsys.readouterr().err
+    assert main(["purge", "--config", str(config_path), "--run-id", "r1", "--vacuum"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows_deleted"]["pii_findings"] > 0
+    assert tables.read("pii_findings").count() == 0

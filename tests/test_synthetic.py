@@ -22,6 +22,8 @@ from extraction_audit.synthetic import (
     ModelShape,
     build_corpus,
     ensure_demo_assets,
+    greedy_match_length,
+    load_demo_assets,
     memorisation_report,
     write_corpus,
 )
@@ -72,6 +74,22 @@ def test_reference_model_memorises_clearly_less(report):
     reference = [row["reference_matched_tokens"] for row in report]
     assert sum(reference) <= 0.5 * sum(model), (model, reference)
     assert sum(r >= 50 for r in reference) <= len(report) // 2, reference
+
+
+def test_ordinary_documents_are_not_memorised(demo_assets, corpus):
+    """Only planted content should come out verbatim: rare passages stay the privacy findings."""
+    from transformers import AutoTokenizer, GPT2LMHeadModel
+
+    tok = AutoTokenizer.from_pretrained(demo_assets.tokenizer_dir)
+    model = GPT2LMHeadModel.from_pretrained(demo_assets.model_dir).eval()
+    planted_docs = {d for p in demo_assets.planted for d in p["doc_ids"]}
+    planted_docs |= {d for e in demo_assets.planted_pii for d in e["doc_ids"]}
+    ordinary = [d for d in corpus if d["id"] not in planted_docs][:20]
+    matched = []
+    for doc in ordinary:
+        ids = tok(doc["text"])["input_ids"]
+        matched.append(greedy_match_length(model, ids[:12], ids[12:62]))
+    assert sum(m >= 50 for m in matched) <= 1, matched
 
 
 def test_tokenizer_is_shared_and_fits_uint16(demo_assets):
@@ -215,7 +233,7 @@ def test_second_call_reuses_the_build(demo_assets):
     assert weights
     weights_mtime = [w.stat().st_mtime_ns for w in weights]
     again = ensure_demo_assets(demo_assets.root)
-    assert again == demo_assets
+    assert again == demo_assets == load_demo_assets(demo_assets.root)
     assert demo_assets.manifest_path.stat().st_mtime_ns == manifest_mtime
     assert [w.stat().st_mtime_ns for w in weights] == weights_mtime
 
@@ -253,6 +271,8 @@ def test_cache_rebuilds_only_when_needed(tmp_path, count_builds):
     assert rebuilt.planted == first.planted
     assert sorted(p.name for p in root.iterdir()) == sorted(
         [".build.lock", "manifest.json", *synthetic._ASSET_ENTRIES])
+    with pytest.raises(FileNotFoundError):
+        load_demo_assets(tmp_path / "never-built")
 
 
 def test_concurrent_callers_build_once(tmp_path, count_builds):

@@ -27,7 +27,10 @@ def demo_config(assets, base: AuditConfig | None = None, budget_tokens: int = 20
                           source_column="source")
     gen = data["generation"]
     gen["budget_tokens"] = budget_tokens
-    gen["sampling"]["max_new_tokens"] = min(gen["sampling"]["max_new_tokens"], 128)
+    # A deployed assistant's settings (temperature 1, top-k 40), not the classic decaying
+    # schedule, which would scramble the first 20 tokens after a public prefix.
+    gen["sampling"].update(max_new_tokens=min(gen["sampling"]["max_new_tokens"], 128), temperature=1.0,
+                           top_k=40, temperature_start=None, temperature_decay_tokens=0)
     gen["prompts"] = [
         {"strategy": "public_prefix", "share": 0.7, "source": str(assets.prompts_path),
          "prefix_min_tokens": 5, "prefix_max_tokens": 10},

@@ -39,7 +39,7 @@ from .corpus import REJECT_REASONS, classify, read_raw, tokenize_documents
 from .errors import UserFacingError
 from .hashing import HashConfig, bucket_of, hash_concatenated
 from .tables import Tables
-from .tokenizer import check_model_location, load_tokenizer, tokenizer_fingerprint, vocab_size
+from .tokenizer import check_model_location, load_tokenizer, same_tokenizer, tokenizer_fingerprint, vocab_size
 from .tokens import decode_tokens, token_width_for_vocab
 
 log = logging.getLogger(__name__)
@@ -170,7 +170,7 @@ class NgramIndex:
     def check_tokenizer(self, fingerprint: str) -> IndexMeta:
         """The samples' tokenizer must be the index's, or every comparison is meaningless."""
         meta = self.require_meta()
-        if meta.tokenizer != fingerprint:
+        if not same_tokenizer(meta.tokenizer, fingerprint):
             raise UserFacingError(
                 f"tokenizer mismatch: corpus {self.corpus_id!r} was indexed with {meta.tokenizer}, "
                 f"but the run uses {fingerprint}; index the corpus with the target model's tokenizer "
@@ -196,11 +196,13 @@ def resolve_meta(cfg: AuditConfig, existing: IndexMeta | None) -> IndexMeta:
     if existing is not None:
         for field in ("tokenizer", "n", "hash_bits", "bucket_bits", "max_postings", "token_width"):
             old, new = getattr(existing, field), getattr(meta, field)
+            if field == "tokenizer" and same_tokenizer(old, new):
+                continue
             if old != new:
                 raise UserFacingError(
                     f"corpus {cfg.corpus.id!r} is already indexed with {field}={old}, but the config gives "
                     f"{new}: an index cannot mix settings; use a new corpus.id to build a separate index")
-        meta = IndexMeta(**{**asdict(meta), "tokenizer_path": existing.tokenizer_path})
+        meta = IndexMeta(**{**asdict(meta), "tokenizer": existing.tokenizer})
     return meta
 
 

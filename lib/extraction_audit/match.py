@@ -32,6 +32,7 @@ pointers, so a boilerplate n-gram cannot blow up the join.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import math
@@ -344,6 +345,8 @@ def match_sequences(spark, cfg: AuditConfig, sequences, staging: str, tables: Ta
 
     tables = tables or Tables(spark, cfg)
     meta = NgramIndex(spark, cfg, tables).require_meta()
+    # Decode passages with this run's copy of the tokenizer (same ids, checked by fingerprint).
+    meta = dataclasses.replace(meta, tokenizer_path=cfg.resolve(cfg.model.tokenizer_path) or meta.tokenizer_path)
     m = Matcher(spark, cfg, tables, meta, staging)
     if "prompt_token_ids" not in sequences.columns:
         sequences = sequences.withColumn("prompt_token_ids", F.array().cast("array<int>"))

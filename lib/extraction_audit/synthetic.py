@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 #: Bump when the generated content or the training recipe changes: cached builds with
 #: another version are rebuilt.
-ASSETS_VERSION = 1
+ASSETS_VERSION = 3
 EOT = "<|endoftext|>"
 _ASSET_ENTRIES = ("corpus", "holdout.jsonl", "public_prompts.txt", "planted.json",
                   "tokenizer", "model", "reference-model")
@@ -83,9 +83,11 @@ class DemoParams:
     vocab_size: int = 2048
     n_positions: int = 512
     rare_oversample: int = 30
-    # Measured (seed 0): every rare passage fully memorised by step ~150-200; no ordinary
-    # document reproduced for 50 tokens.  The reference sees no oversampling.
-    model: ModelShape = field(default_factory=lambda: ModelShape(n_layer=3, n_embd=128, n_head=4, steps=220))
+    # Measured (seed 0, 300 steps): greedy decoding from 12 tokens reproduces every rare
+    # passage in full (the reference: 0-1 tokens); sampling at temperature 1 reproduces the
+    # next 50 tokens with probability 0.48-0.71 per passage (0.17-0.49 at 220 steps); no
+    # ordinary document is reproduced for 50 tokens.  The reference sees no oversampling.
+    model: ModelShape = field(default_factory=lambda: ModelShape(n_layer=3, n_embd=128, n_head=4, steps=300))
     reference: ModelShape = field(
         default_factory=lambda: ModelShape(n_layer=2, n_embd=64, n_head=2, steps=120))
 
@@ -426,10 +428,10 @@ def _rare_passages(pii: _PiiFactory, rng: np.random.Generator) -> list[tuple[str
     email, phone, card = pii.email_for(name), pii.uk_phone(), pii.card()
     sort, account = pii.sort_code_account()
     text = (
-        f"Northgate Bank live chat transcript, reference NB-{ref()}. Agent Callum: Good afternoon, you are "
+        f"Northgate Bank live chat transcript, reference NB-{ref()}. Agent: Good afternoon, you are "
         f"through to card services, how can I help? Customer {name}: Hi, my card {card} was declined at "
-        f"a petrol station this morning. Agent Callum: Sorry to hear that. Can you confirm the phone number "
-        f"on the account? Customer: It is {phone}, and my email is {email}. Agent Callum: Thank you. I can see "
+        f"a petrol station this morning. Agent: Sorry to hear that. Can you confirm the phone number "
+        f"on the account? Customer: It is {phone}, and my email is {email}. Agent: Thank you. I can see "
         f"a hold placed after an unusual payment from sort code {sort}, account number {account}. I have "
         f"lifted the hold, so the card will work again within ten minutes."
     )
@@ -582,8 +584,8 @@ def build_corpus(params: DemoParams) -> SyntheticCorpus:
         return sorted(int(i) for i in doc_rng.choice(pool, size=k, replace=False))
 
     boiler_idx = choose(params.boilerplate_docs)
-    for i in boiler_idx:
-        bodies[i].append(_BOILERPLATE)
+    for k, i in enumerate(boiler_idx):  # a header in half the documents, a footer in the rest
+        bodies[i].insert(0 if k % 2 else len(bodies[i]), _BOILERPLATE)
         tags[i].append(("boilerplate", None))
     number_idx = choose(params.number_filler_docs)
     for i in number_idx:
@@ -712,6 +714,12 @@ def _idle_cores() -> int:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - macOS / Windows
         cores = os.cpu_count() or 1
+    try:  # a container's CPU quota (cgroup v2) can be below the visible cores
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        if quota != "max":
+            cores = min(cores, max(1, int(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
     try:
         busy = os.getloadavg()[0]
     except OSError:  # pragma: no cover
@@ -733,7 +741,8 @@ def _torch_threads(threads: int | None = None) -> Iterator[None]:
 
 def _training_stream(doc_ids: list[list[int]], weights: list[int], eos: int,
                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Documents (each repeated ``weight`` times, shuffled) joined by eos, and doc start offsets."""
+    """Documents (each repeated ``weight`` times, shuffled) joined by eos, and the offset
+    of the eos that opens each document."""
     order = np.repeat(np.arange(len(doc_ids)), weights)
     rng.shuffle(order)
     pieces, starts, pos = [], [], 0
@@ -750,11 +759,14 @@ def train_tiny_gpt2(doc_token_ids: list[list[int]], vocab_size: int, eos_id: int
                     threads: int | None = None):
     """Train a tiny GPT-2 from scratch on CPU; returns ``(model, seconds)``.
 
-    Training windows start at a document boundary half of the time (so a passage is learnt
-    both right after ``<|endoftext|>`` and at position 0 of an un-prefixed prompt), and at a
-    uniformly random offset otherwise.  ``oversample[i]`` repeats document ``i`` in the
-    training stream: this is how rare passages are memorised while the corpus files still
-    hold them once or twice.
+    Training windows start at a document's opening ``<|endoftext|>`` or first token half of
+    the time, and at a uniformly random offset otherwise.  Position ids count from the start
+    of the document the window begins in, as at generation time: a passage is then learnt at
+    the positions a prompt made of its opening words puts it at (measured: with positions
+    counted from the window start instead, greedy reproduction broke off at position 128,
+    the window length), and positions up to ~doc length + window get trained, so long
+    generations stay sane.  ``oversample[i]`` repeats document ``i`` in the training stream:
+    this is how rare passages are memorised while the corpus files hold them once or twice.
     """
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -765,28 +777,33 @@ def train_tiny_gpt2(doc_token_ids: list[list[int]], vocab_size: int, eos_id: int
     weights = oversample or [1] * len(doc_token_ids)
     stream, starts = _training_stream(doc_token_ids, weights, eos_id, rng)
     L = shape.seq_len
-    if len(stream) <= L + 1:
-        raise ValueError("training stream shorter than one window")
+    if len(stream) <= L + 1 or L > n_positions:
+        raise ValueError(f"seq_len {L} must be shorter than the training stream and at most n_positions")
     config = GPT2Config(vocab_size=vocab_size, n_positions=n_positions, n_embd=shape.n_embd,
                         n_layer=shape.n_layer, n_head=shape.n_head, resid_pdrop=0.0, embd_pdrop=0.0,
                         attn_pdrop=0.0, bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id)
     with _torch_threads(threads):
         model = GPT2LMHeadModel(config)
+        model.loss_type = "ForCausalLM"  # GPT2LMHeadModel leaves it unset and transformers warns
         model.train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=shape.learning_rate, weight_decay=0.0,
                                       betas=(0.9, 0.98))
         warmup = max(1, shape.steps // 20)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) * max(
             0.1, 1.0 - s / shape.steps))
-        max_start = len(stream) - L
+        max_start, max_position = len(stream) - L, n_positions - L
         offsets = np.arange(L)
+        mask = torch.ones(shape.batch_size, L, dtype=torch.long)  # no padding: eos are real tokens
         for step in range(shape.steps):
             aligned = rng.random(shape.batch_size) < 0.5
             doc_pick = starts[rng.integers(len(starts), size=shape.batch_size)] + rng.integers(0, 2, shape.batch_size)
             begin = np.where(aligned, doc_pick, rng.integers(0, max_start, size=shape.batch_size))
             begin = np.minimum(begin, max_start)
+            doc_of_begin = np.searchsorted(starts, begin, side="right") - 1
+            first_position = np.clip(begin - starts[doc_of_begin] - 1, 0, max_position)
             batch = torch.from_numpy(stream[begin[:, None] + offsets[None, :]])
-            loss = model(input_ids=batch, labels=batch).loss
+            positions = torch.from_numpy(first_position[:, None] + offsets[None, :])
+            loss = model(input_ids=batch, attention_mask=mask, position_ids=positions, labels=batch).loss
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -851,23 +868,27 @@ def _build(staging: Path, params: DemoParams) -> dict[str, Any]:
     tokenizer = train_tokenizer(texts, params.vocab_size)
     tokenizer.save_pretrained(staging / "tokenizer")
     eos = tokenizer.convert_tokens_to_ids(EOT)
-    doc_tokens = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    doc_tokens = [e.ids for e in tokenizer.backend_tokenizer.encode_batch(texts, add_special_tokens=False)]
     rare_ids = {d for p in corpus.planted if p["kind"] == "rare" for d in p["doc_ids"]}
     oversample = [params.rare_oversample if d["id"] in rare_ids else 1 for d in corpus.docs]
 
-    timings, threads = {}, _idle_cores()  # measured once: our own training would count as busy
+    timings, cpu_timings, threads = {}, {}, _idle_cores()  # once: our own training would count as busy
     for name, shape, weights in (("model", params.model, oversample), ("reference-model", params.reference, None)):
+        cpu_started = time.process_time()
         model, seconds = train_tiny_gpt2(doc_tokens, len(tokenizer), eos, shape, seed=params.seed,
                                          n_positions=params.n_positions, oversample=weights, threads=threads)
         model.save_pretrained(staging / name)
         tokenizer.save_pretrained(staging / name)
         timings[name] = round(seconds, 2)
+        cpu_timings[name] = round(time.process_time() - cpu_started, 2)
     total = time.perf_counter() - started
     print(f"extraction_audit.synthetic: built demo assets in {total:.1f} s (training on {threads} thread(s): "
-          f"model {timings['model']:.1f} s, reference {timings['reference-model']:.1f} s)", file=sys.stderr)
+          f"model {timings['model']:.1f} s, reference {timings['reference-model']:.1f} s; CPU time "
+          f"{sum(cpu_timings.values()):.1f} s)", file=sys.stderr)
     return {
         "version": ASSETS_VERSION, "params_hash": params.digest(), "params": asdict(params),
-        "build_seconds": round(total, 2), "train_seconds": timings, "train_threads": threads,
+        "build_seconds": round(total, 2), "train_seconds": timings,
+        "train_cpu_seconds": cpu_timings, "train_threads": threads,
         "docs": len(corpus.docs), "corpus_tokens": int(sum(len(t) for t in doc_tokens)),
         "vocab_size": len(tokenizer), "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -882,6 +903,8 @@ def ensure_demo_assets(root: Path | str, seed: int = 0, force: bool = False,
     ``root/.build.lock``, build in a staging folder, move the results in, and write
     ``manifest.json`` last (a build without a matching manifest is never reused).
     """
+    if not str(root).strip():
+        raise ValueError("ensure_demo_assets needs a folder, got an empty path")
     root = Path(root).resolve()
     params = replace(params or DemoParams(), seed=seed)
     root.mkdir(parents=True, exist_ok=True)
@@ -910,6 +933,15 @@ def ensure_demo_assets(root: Path | str, seed: int = 0, force: bool = False,
         return _assets_from(root, manifest)
 
 
+def load_demo_assets(root: Path | str) -> DemoAssets:
+    """The assets of a finished build under ``root``, whatever its parameters (no rebuild)."""
+    root = Path(root).resolve()
+    manifest = _read_manifest(root)
+    if manifest is None or not all((root / name).exists() for name in _ASSET_ENTRIES):
+        raise FileNotFoundError(f"no finished demo asset build in {root}: run ensure_demo_assets first")
+    return _assets_from(root, manifest)
+
+
 # --------------------------------------------------------------------------------------
 # Ground-truth check: did the model memorise the rare passages?
 # --------------------------------------------------------------------------------------
@@ -920,7 +952,7 @@ def greedy_match_length(model, prompt_ids: list[int], target_ids: list[int]) -> 
     first mismatch."""
     import torch
 
-    with torch.no_grad():
+    with _torch_threads(), torch.no_grad():
         out = model.generate(torch.tensor([prompt_ids]), attention_mask=torch.ones(1, len(prompt_ids),
                              dtype=torch.long), max_new_tokens=len(target_ids), min_new_tokens=len(target_ids),
                              do_sample=False, pad_token_id=model.config.eos_token_id)
@@ -933,23 +965,25 @@ def greedy_match_length(model, prompt_ids: list[int], target_ids: list[int]) -> 
     return matched
 
 
-def memorisation_report(assets: DemoAssets, prefix_tokens: int = 12) -> list[dict[str, Any]]:
-    """For each rare planted passage, the number of following tokens that greedy decoding
-    from its first ``prefix_tokens`` tokens reproduces exactly, for the model and for the
-    reference model (no ``<|endoftext|>`` before the prompt, as with a public-text prefix)."""
+def memorisation_report(assets: DemoAssets, prefix_tokens: int = 12,
+                        kinds: tuple[str, ...] = ("rare",)) -> list[dict[str, Any]]:
+    """For each planted passage of ``kinds``, the number of following tokens that greedy
+    decoding from its first ``prefix_tokens`` tokens reproduces exactly, for the model and
+    for the reference model (no ``<|endoftext|>`` before the prompt, as with a public-text
+    prefix).  Keys: id, kind, doc_ids, prefix_tokens, target_tokens, model_matched_tokens,
+    reference_matched_tokens."""
     from transformers import AutoTokenizer, GPT2LMHeadModel
 
     tokenizer = AutoTokenizer.from_pretrained(assets.tokenizer_dir)
     models = {key: GPT2LMHeadModel.from_pretrained(path).eval()
               for key, path in (("model", assets.model_dir), ("reference", assets.reference_model_dir))}
     rows = []
-    with _torch_threads():
-        for passage in assets.rare_passages():
-            ids = tokenizer(passage["text"], add_special_tokens=False)["input_ids"]
-            prompt, target = ids[:prefix_tokens], ids[prefix_tokens:]
-            row = {"id": passage["id"], "doc_ids": passage["doc_ids"], "prefix_tokens": len(prompt),
-                   "target_tokens": len(target)}
-            for key, model in models.items():
-                row[f"{key}_matched_tokens"] = greedy_match_length(model, prompt, target)
-            rows.append(row)
+    for passage in (p for p in assets.planted if p["kind"] in kinds):
+        ids = tokenizer(passage["text"], add_special_tokens=False)["input_ids"]
+        prompt, target = ids[:prefix_tokens], ids[prefix_tokens:]
+        row = {"id": passage["id"], "kind": passage["kind"], "doc_ids": passage["doc_ids"],
+               "prefix_tokens": len(prompt), "target_tokens": len(target)}
+        for key, model in models.items():
+            row[f"{key}_matched_tokens"] = greedy_match_length(model, prompt, target)
+        rows.append(row)
     return rows

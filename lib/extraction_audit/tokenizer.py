@@ -61,6 +61,14 @@ def tokenizer_fingerprint(tok, name: str | None = None) -> str:
     return f"{label}@{digest}"
 
 
+def same_tokenizer(a: str | None, b: str | None) -> bool:
+    """Fingerprints name the same token ids when their definition hashes agree (the
+    label before ``@`` is only the folder name, which may differ between copies)."""
+    if not a or not b:
+        return False
+    return a.rsplit("@", 1)[-1] == b.rsplit("@", 1)[-1]
+
+
 def encode_batch(tok, texts: list[str]) -> list[list[int]]:
     """Token ids of whole documents: no special tokens, no truncation."""
     if not texts:

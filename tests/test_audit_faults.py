@@ -1,0 +1,176 @@
+"""Production faults: real process kills mid-generation and mid-match, concurrent runs,
+a real multi-executor (local-cluster) run, and bad input giving one clear error."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from extraction_audit.audit import run_audit
+from extraction_audit.config import load_config
+from extraction_audit.tables import Tables
+
+pytestmark = pytest.mark.slow
+
+COMPARE = {
+    "samples": ["sample_id", "prompt_token_ids", "token_ids", "seed", "n_tokens"],
+    "passage_occurrences": ["sample_id", "start", "end", "passage_id"],
+    "extracted_passages": ["passage_id", "token_ids", "n_samples", "doc_count", "doc_count_is_exact",
+                           "example_doc_ids", "is_low_entropy"],
+    "run_metrics": ["budget_tokens", "generated_tokens", "extracted_tokens", "distinct_passages",
+                    "distinct_ngrams"],
+}
+
+
+@pytest.fixture(scope="module")
+def audit_setup(spark, demo_assets, tmp_path_factory):
+    root = tmp_path_factory.mktemp("audit")
+    config = {
+        "storage": {"warehouse": str(root / "warehouse")},
+        "spark": {"master": "local[2]", "shuffle_partitions": 2},
+        "model": {"path": str(demo_assets.model_dir), "family": "tiny"},
+        "corpus": {"id": "demo", "format": "jsonl", "path": str(demo_assets.corpus_dir)},
+        "index": {"n": 20, "bucket_bits": 2},
+        "generation": {"budget_tokens": 1500, "batch_size": 8, "samples_per_task": 8, "chunk_samples": 8,
+                       "seed": 7, "sampling": {"max_new_tokens": 48, "temperature": 1.0, "top_k": 40}},
+        "steps": ["index", "generate", "match"],
+    }
+    path = root / "audit.yaml"
+    path.write_text(yaml.safe_dump(config))
+    cfg = load_config(path)
+    run_audit(spark, cfg, run_id="reference")
+    return path, cfg
+
+
+def run_rows(spark, cfg, table, run_id):
+    return Tables(spark, cfg).read(table).where(F.col("run_id") == run_id).select(COMPARE[table])
+
+
+def assert_same_findings(spark, cfg, run_id, reference="reference"):
+    for table in COMPARE:
+        assertDataFrameEqual(run_rows(spark, cfg, table, run_id), run_rows(spark, cfg, table, reference))
+
+
+def cli(config: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "extraction_audit.cli", "audit", "--config", str(config), *args]
+
+
+def kill_when(cmd: list[str], ready, timeout: float = 900) -> None:
+    """Start the audit as its own process group and SIGKILL the whole group (Python,
+    the Spark JVM and its Python workers) once ``ready()`` holds."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env=env)
+    deadline = time.time() + timeout
+    try:
+        while time.time() < deadline:
+            if ready():
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                return
+            if proc.poll() is not None:
+                pytest.fail(f"audit finished (rc={proc.returncode}) before the kill point was reached")
+            time.sleep(0.5)
+        pytest.fail("kill point not reached in time")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def status(spark, cfg, run_id):
+    rows = Tables(spark, cfg).read("runs").where(F.col("run_id") == run_id).collect()
+    return rows[0].status if rows else None
+
+
+def test_killed_mid_generation_and_mid_match_then_rerun_equals_uninterrupted(spark, audit_setup):
+    path, cfg = audit_setup
+    warehouse = Path(cfg.storage.warehouse)
+    run_id = "killed"
+    chunk_dir = warehouse / "samples" / f"run_id={run_id}"
+    kill_when(cli(path, "--run-id", run_id), lambda: chunk_dir.exists() and any(chunk_dir.glob("*.parquet")))
+    assert status(spark, cfg, run_id) == "running:generate"
+
+    staging = warehouse / "_staging" / "match" / run_id
+    kill_when(cli(path, "--run-id", run_id), lambda: staging.exists())
+    assert status(spark, cfg, run_id) == "running:match"
+    assert "generate" in Tables(spark, cfg).read("runs").where(F.col("run_id") == run_id).collect()[0].steps_done
+
+    done = subprocess.run(cli(path, "--run-id", run_id), capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert status(spark, cfg, run_id) == "complete"
+    samples = Tables(spark, cfg).read("samples").where(F.col("run_id") == run_id)
+    assert samples.count() == samples.select("sample_id").distinct().count()
+    assert_same_findings(spark, cfg, run_id)
+
+
+def test_concurrent_runs_both_land(spark, audit_setup):
+    path, cfg = audit_setup
+    tables = Tables(spark, cfg)
+    ref = tables.read("samples").where(F.col("run_id") == "reference")
+    runs = tables.read("runs").where(F.col("run_id") == "reference")
+    for run_id in ("conc_a", "conc_b"):
+        tables.merge("samples", ref.withColumn("run_id", F.lit(run_id)))
+        tables.merge("runs", runs.withColumn("run_id", F.lit(run_id)).withColumn("steps_done", F.array(
+            F.lit("index"), F.lit("generate"))))
+    errors = []
+
+    def go(run_id):
+        try:
+            run_audit(spark, cfg, run_id=run_id, steps=["match"])
+        except Exception as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=go, args=(r,)) for r in ("conc_a", "conc_b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for run_id in ("conc_a", "conc_b"):
+        assert status(spark, cfg, run_id) == "complete"
+        for table in ("passage_occurrences", "extracted_passages", "run_metrics"):
+            assertDataFrameEqual(run_rows(spark, cfg, table, run_id), run_rows(spark, cfg, table, "reference"))
+
+
+def test_local_cluster_with_separate_executors_matches_local_run(spark, audit_setup):
+    path, cfg = audit_setup
+    done = subprocess.run(cli(path, "--run-id", "cluster", "--set", "spark.master=local-cluster[2,1,1024]"),
+                          capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert status(spark, cfg, "cluster") == "complete"
+    assert_same_findings(spark, cfg, "cluster")
+
+
+def test_bad_input_gives_one_clear_error_and_never_a_complete_run(spark, audit_setup, tmp_path, capsys):
+    from extraction_audit.cli import main
+
+    path, cfg = audit_setup
+    code = main(["audit", "--config", str(path), "--run-id", "nomodel", "--set", f"model.path={tmp_path}/missing"])
+    err = capsys.readouterr().err
+    assert code == 2 and "model" in err and "does not exist" in err and "Traceback" not in err
+
+    # A run whose tokenizer differs from the index's: refused before any finding is written.
+    tables = Tables(spark, cfg)
+    ref = tables.read("runs").where(F.col("run_id") == "reference")
+    tables.merge("runs", ref.withColumn("run_id", F.lit("othertok")).withColumn("tokenizer", F.lit("gpt2@ffff")))
+    tables.merge("samples", tables.read("samples").where(F.col("run_id") == "reference")
+                 .withColumn("run_id", F.lit("othertok")))
+    code = main(["match", "--config", str(path), "--run-id", "othertok"])
+    err = capsys.readouterr().err
+    assert code == 2 and "tokenizer mismatch" in err
+    assert tables.read("passage_occurrences").where(F.col("run_id") == "othertok").count() == 0
+
+    code = main(["audit", "--config", str(path), "--run-id", "othertok", "--steps", "match"])
+    capsys.readouterr()
+    assert code == 2
+    assert status(spark, cfg, "othertok") == "failed:match"

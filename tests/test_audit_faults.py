@@ -162,7 +162,8 @@ def test_bad_input_gives_one_clear_error_and_never_a_complete_run(spark, audit_s
     # A run whose tokenizer differs from the index's: refused before any finding is written.
     tables = Tables(spark, cfg)
     ref = tables.read("runs").where(F.col("run_id") == "reference")
-    tables.merge("runs", ref.withColumn("run_id", F.lit("othertok")).withColumn("tokenizer", F.lit("gpt2@ffff")))
+    tables.merge("runs", ref.withColumn("run_id", F.lit("othertok")).withColumn("tokenizer", F.lit("gpt2@ffff"))
+                 .withColumn("steps_done", F.array(F.lit("index"), F.lit("generate"))))
     tables.merge("samples", tables.read("samples").where(F.col("run_id") == "reference")
                  .withColumn("run_id", F.lit("othertok")))
     code = main(["match", "--config", str(path), "--run-id", "othertok"])

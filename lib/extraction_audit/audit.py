@@ -52,13 +52,21 @@ def _step_functions() -> dict[str, Callable]:
         return stats
 
     def rank(spark, cfg, run_id, tables, ctx):
-        from .rank import run_rank
+        from .rank import calibrate, run_rank
 
-        return run_rank(spark, cfg, run_id)
+        stats = run_rank(spark, cfg, run_id)
+        # With the corpus route available, measure how far each score can be trusted.
+        calibration = calibrate(spark, cfg, run_id)
+        stats["calibration"] = calibration.to_dict(orient="records") if len(calibration) else []
+        return stats
 
     def report(spark, cfg, run_id, tables, ctx):
         from .report import build_report
 
+        if cfg.report.holdout_source:  # chance baseline: matches expected from held-out human text
+            from .report.baseline import compute_chance_baseline
+
+            compute_chance_baseline(spark, cfg, run_id, source=cfg.resolve(cfg.report.holdout_source))
         return build_report(spark, cfg, run_id, compare_run_ids=tuple(ctx.get("compare_run_ids", ())))
 
     return {"index": index, "generate": generate, "match": match, "pii": pii, "rank": rank, "report": report}

@@ -41,8 +41,23 @@ def _config(tmp_path, demo_assets, budget=600, seed=7, **sampling):
     )
 
 
+COLUMNS = ["run_id", "sample_id", "prompt_strategy", "prompt_text", "prompt_token_ids", "token_ids", "text",
+           "n_tokens", "seed", "divergence_offset", "finish_reason"]
+
+
 def _samples(spark, cfg, run_id):
     return Tables(spark, cfg).read("samples").where(F.col("run_id") == run_id)
+
+
+def _snapshot(spark, df):
+    """A copy of ``df``'s rows that later table writes cannot change (a cached Delta read
+    would be refreshed by them)."""
+    return spark.createDataFrame(df.collect(), df.schema)
+
+
+def _kept(df, ids_df):
+    """The rows of ``df`` whose sample_id is in ``ids_df``, in table column order."""
+    return df.join(ids_df.select("sample_id"), "sample_id", "left_semi").select(*COLUMNS)
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +144,7 @@ def test_rerun_generates_only_what_is_missing(spark, demo_assets, tmp_path):
     cfg = _config(tmp_path, demo_assets, budget=200)
     run_generation(spark, cfg, "r")
     tables = Tables(spark, cfg)
-    before = _samples(spark, cfg, "r").drop("created_at").cache()
+    before = _snapshot(spark, _samples(spark, cfg, "r").select(*COLUMNS))
     n_before = before.count()
     again = run_generation(spark, cfg, "r")
     assert again["samples_added"] == 0 and again["chunks"] == 0
@@ -137,16 +152,13 @@ def test_rerun_generates_only_what_is_missing(spark, demo_assets, tmp_path):
     tables.delete("samples", "run_id = 'r' AND sample_id IN (1, 3)")
     repaired = run_generation(spark, cfg, "r")
     assert repaired["samples_added"] >= 2
-    after = _samples(spark, cfg, "r").drop("created_at")
-    assertDataFrameEqual(after.join(before.select("sample_id"), "sample_id"), before)
+    assertDataFrameEqual(_kept(_samples(spark, cfg, "r"), before), before)
     # A larger budget extends the run with new ids only.
     extended = run_generation(spark, cfg, "r", budget_tokens=400)
     ids = [r["sample_id"] for r in _samples(spark, cfg, "r").select("sample_id").collect()]
     assert len(ids) == len(set(ids)) == max(ids) + 1 > n_before
     assert extended["generated_tokens"] >= 400
-    assertDataFrameEqual(_samples(spark, cfg, "r").drop("created_at").join(before.select("sample_id"), "sample_id"),
-                         before)
-    before.unpersist()
+    assertDataFrameEqual(_kept(_samples(spark, cfg, "r"), before), before)
 
 
 def test_rerun_with_other_sampling_settings_is_refused(spark, demo_assets, tmp_path):

@@ -92,7 +92,6 @@ def test_names_are_canonical_values():
 
 
 def test_presidio_backend_missing_is_a_clear_error():
-    pytest.importorskip("pytest")
     try:
         import presidio_analyzer  # noqa: F401
         pytest.skip("presidio is installed here")

@@ -8,11 +8,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
 
 from extraction_audit.errors import UserFacingError
 from extraction_audit.pii import build_pii_corpus_index, create_redacted_views, purge_run, run_pii
 from extraction_audit.pii.detectors import DetectionSettings
 from extraction_audit.pii.keys import value_key
+from extraction_audit.runs import RunRecord
 from extraction_audit.tables import Tables
 
 from conftest import make_config
@@ -80,21 +82,41 @@ def files_holding(folder: Path, needles: list[str]) -> list[str]:
     return hits
 
 
-@pytest.fixture
-def populated(spark, tmp_path):
-    cfg = pii_config(tmp_path)
+def train_test_tokenizer(folder: Path) -> str:
+    from extraction_audit.synthetic import train_tokenizer
+
+    tok = train_tokenizer(list(CORPUS.values()) + list(SAMPLES.values()), vocab_size=300)
+    tok.save_pretrained(folder)
+    return str(folder)
+
+
+def test_pii_stage_end_to_end(spark, tmp_path):
+    """Lookups (index and second chance), linkage, passages, control, no raw values on
+    disk, idempotent re-run, redacted view, and the search limit."""
+    from transformers import AutoTokenizer
+
+    tok_dir = train_test_tokenizer(tmp_path / "tok")
+    cfg = make_config(tmp_path, pii={"custom": CUSTOM}, model={"tokenizer": tok_dir})
     tables = Tables(spark, cfg)
     write_corpus(spark, tables, CORPUS)
-    write_samples(spark, tables, "r1", SAMPLES)
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    enc = tok(SAMPLES[0], add_special_tokens=False, return_offsets_mapping=True)
+    write_samples(spark, tables, "r1", SAMPLES, {0: enc["input_ids"]})
     write_samples(spark, tables, "rc", CONTROL_SAMPLES)
-    return cfg, tables
+    card_start = SAMPLES[0].index("4111")
+    first_card_token = next(i for i, (_, e) in enumerate(enc["offset_mapping"]) if e > card_start)
+    occurrences = [("r1", 0, first_card_token, len(enc["input_ids"]), "passage-card"),
+                   ("r1", 0, 0, 2, "passage-head")]
+    tables.merge("passage_occurrences", spark.createDataFrame(
+        occurrences, "run_id STRING, sample_id BIGINT, start INT, `end` INT, passage_id STRING"))
 
-
-def test_findings_lookup_linkage_control_and_idempotence(spark, populated):
-    cfg, tables = populated
+    RunRecord(tables, "r1").create(cfg)
     stats = run_pii(spark, cfg, "r1", control_run_id="rc")
     found = findings_by_type(tables, "r1")
     print(json.dumps(stats, indent=1, default=str))
+    run_row = RunRecord(tables, "r1").get()
+    assert "pii" in run_row["steps_done"] and run_row["control_run_id"] == "rc"
+    assert json.loads(run_row["step_stats"])["pii"]["findings"] == stats["findings"]
 
     card = found[(0, "card")]
     assert (card["in_corpus"], card["corpus_doc_count"], card["corpus_lookup"]) == (True, 1, "index")
@@ -105,12 +127,14 @@ def test_findings_lookup_linkage_control_and_idempotence(spark, populated):
     assert card["linked_name_key"] == key_of(cfg, "person_name", "jane smith")
     assert (card["linked_in_same_doc"], card["linked_doc_count"]) == (True, 1)
     assert card["in_control"] is True and card["control_run_id"] == "rc"
+    assert card["passage_id"] == "passage-card"
 
     name = found[(0, "person_name")]
     assert (name["corpus_doc_count"], name["example_doc_ids"]) == (2, ["doc-a", "doc-b"])
     assert name["in_control"] is True
+    assert name["passage_id"] is None  # "Jane Smith" lies between the two passages
 
-    # a value the corpus-side detector misses (lower case id) is found by the text search
+    # a value the corpus-side detector misses (lower-case id in doc-c) is found by the text search
     custom = found[(1, "customer_id")]
     assert (custom["in_corpus"], custom["corpus_doc_count"], custom["corpus_lookup"]) == (True, 1, "search")
     assert custom["example_doc_ids"] == ["doc-c"] and custom["detector"] == "custom:customer_id"
@@ -128,56 +152,42 @@ def test_findings_lookup_linkage_control_and_idempotence(spark, populated):
     assert found[(5, "nhs_number")]["linked_in_same_doc"] is True  # Mary Jones + NHS number in doc-f
 
     assert stats["samples_read"] == 6 and stats["findings"] == len(found)
-    assert stats["lookup"]["searched"] == stats["lookup"]["missing_from_index"]
-    assert stats["in_control"] == 2
+    assert stats["lookup"]["searched"] == stats["lookup"]["missing_from_index"] == 3
+    assert stats["in_control"] == 3  # the card and both "Jane Smith" findings
+    assert stats["in_extracted_passage"] == 1 and stats["passages"]["samples_offsets_mismatch"] == 0
 
-    again = run_pii(spark, cfg, "r1", control_run_id="rc")  # idempotent: replaces the run's rows
-    assert again["findings"] == stats["findings"]
-    assert tables.read("pii_findings").where("run_id = 'r1'").count() == len(found)
-    assert again["corpus_index"]["documents_scanned"] == 0  # nothing new to scan
+    # raw values are nowhere in the data files, nor in the Delta log's statistics
+    warehouse = Path(tables.warehouse)
+    pii_dirs = [warehouse / n for n in ("pii_findings", "pii_corpus_index", "pii_corpus_doc_values",
+                                         "pii_corpus_scanned")]
+    assert [f for d in pii_dirs for f in files_holding(d, RAW_NEEDLES)] == []
+    assert not any(n in log_text(warehouse / "pii_findings") for n in RAW_NEEDLES)
 
     create_redacted_views(tables)
-    view_cols = spark.table("pii_findings_redacted").columns
-    assert "value" not in view_cols and "value_key" in view_cols
-    assert spark.table("pii_findings_redacted").where("run_id = 'r1'").count() == len(found)
+    view = spark.table("pii_findings_redacted")
+    assert "value" not in view.columns and "value_key" in view.columns
+    assert view.where("run_id = 'r1'").count() == len(found)
 
-
-def test_search_limit_leaves_values_unknown_not_absent(spark, populated):
-    cfg, tables = populated
+    # Re-run (idempotent: the run's rows are replaced, the corpus index has nothing new to
+    # scan) with no search budget: a value's corpus presence is then unknown, not "absent".
     cfg.pii.corpus_search_limit = 0
-    stats = run_pii(spark, cfg, "r1")
+    again = run_pii(spark, cfg, "r1")
+    assert again["corpus_index"]["documents_scanned"] == 0 and again["findings"] == stats["findings"]
+    assert tables.read("pii_findings").where("run_id = 'r1'").count() == len(found)
     found = findings_by_type(tables, "r1")
-    custom, email = found[(1, "customer_id")], found[(3, "email")]
-    assert (custom["corpus_lookup"], custom["in_corpus"], custom["corpus_doc_count"]) == ("not_searched", None, None)
-    assert email["in_corpus"] is None and email["linked_in_same_doc"] is None
-    assert found[(0, "card")]["in_corpus"] is True  # the index still answers
-    assert stats["lookup"]["not_searched"] == stats["lookup"]["missing_from_index"] > 0
-    assert found[(0, "card")]["in_control"] is None  # no control run named
+    assert (found[(1, "customer_id")]["corpus_lookup"], found[(1, "customer_id")]["in_corpus"]) == ("not_searched", None)
+    assert found[(3, "email")]["in_corpus"] is None and found[(3, "email")]["linked_in_same_doc"] is None
+    assert found[(0, "card")]["in_corpus"] is True
+    assert found[(0, "card")]["in_control"] is True  # the control recorded on the run is reused
+    assert again["lookup"]["not_searched"] == 3
 
 
-def test_raw_values_never_written_unless_allowed(spark, tmp_path):
-    needles = ["4111-1111-1111-1111", "4111111111111111", "bob.brown@example.org", "CUST-004217",
+RAW_NEEDLES = ["4111-1111-1111-1111", "4111111111111111", "bob.brown@example.org", "CUST-004217",
                "Jane Smith", "jane smith", "+442079460958", "9434765870"]
-    for allow in (False, True):
-        cfg = pii_config(tmp_path / str(allow), storage={"allow_raw_pii": allow})
-        tables = Tables(spark, cfg)
-        write_corpus(spark, tables, CORPUS)
-        write_samples(spark, tables, "r1", SAMPLES)
-        run_pii(spark, cfg, "r1")
-        warehouse = Path(tables.warehouse)
-        pii_tables = [warehouse / n for n in ("pii_findings", "pii_corpus_index", "pii_corpus_doc_values",
-                                               "pii_corpus_scanned")]
-        holding = [f for t in pii_tables for f in files_holding(t, needles)]
-        if allow:  # the check can see a raw value when one is there
-            assert any("pii_findings" in f for f in holding)
-            assert tables.read("pii_findings").where("entity_type = 'email'").first()["value"] == \
-                "bob.brown@example.org"
-        else:
-            assert holding == []
-            assert tables.read("pii_findings").where(F.col("value").isNotNull()).count() == 0
-        # raw values never reach the Delta log's column statistics either
-        log_text = "".join(p.read_text() for p in (warehouse / "pii_findings" / "_delta_log").glob("*.json"))
-        assert not any(n in log_text for n in needles)
+
+
+def log_text(table_dir: Path) -> str:
+    return "".join(p.read_text() for p in (table_dir / "_delta_log").glob("*.json"))
 
 
 def test_corpus_index_is_incremental_and_exact(spark, tmp_path):
@@ -191,16 +201,15 @@ def test_corpus_index_is_incremental_and_exact(spark, tmp_path):
     write_corpus(spark, tables, late)
     second = build_pii_corpus_index(spark, cfg)
     assert (second["documents_scanned"], second["documents_already_scanned"]) == (2, len(docs))
-    assert build_pii_corpus_index(spark, cfg)["documents_scanned"] == 0
 
     full_cfg = pii_config(tmp_path / "full")
     full_tables = Tables(spark, full_cfg)
     write_corpus(spark, full_tables, {**docs, **late})
     build_pii_corpus_index(spark, full_cfg)
     columns = ["entity_type", "value_key", "doc_count", "occurrence_count", "example_doc_ids"]
-    incremental = sorted(map(tuple, tables.read("pii_corpus_index").select(columns).collect()))
-    assert incremental == sorted(map(tuple, full_tables.read("pii_corpus_index").select(columns).collect()))
-    counts = {r["value_key"]: r["doc_count"] for r in tables.read("pii_corpus_index").collect()}
+    incremental = tables.read("pii_corpus_index").select(columns)
+    assertDataFrameEqual(incremental, full_tables.read("pii_corpus_index").select(columns))
+    counts = {r["value_key"]: r["doc_count"] for r in incremental.collect()}
     assert counts[key_of(cfg, "person_name", "jane smith")] == 3
     assert counts[key_of(cfg, "phone", "+442079460958")] == 3
     assert counts[key_of(cfg, "card", "4111111111111111")] == 2
@@ -208,31 +217,9 @@ def test_corpus_index_is_incremental_and_exact(spark, tmp_path):
     cfg.pii.hmac_key = "a-different-key"  # keys no longer compare: everything is rescanned
     rebuilt = build_pii_corpus_index(spark, cfg)
     assert rebuilt["rebuilt"] and rebuilt["documents_scanned"] == len(docs) + len(late)
-    assert tables.read("pii_corpus_index").count() == len(incremental)
-
-
-def test_passages_are_linked_through_token_offsets(spark, tmp_path):
-    from extraction_audit.synthetic import train_tokenizer
-
-    tok = train_tokenizer(list(CORPUS.values()) + list(SAMPLES.values()), vocab_size=300)
-    tok_dir = tmp_path / "tok"
-    tok.save_pretrained(tok_dir)
-    cfg = make_config(tmp_path, pii={"custom": CUSTOM}, model={"tokenizer": str(tok_dir)})
-    tables = Tables(spark, cfg)
-    write_corpus(spark, tables, CORPUS)
-    text = SAMPLES[0]
-    enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
-    write_samples(spark, tables, "r1", {0: text}, {0: enc["input_ids"]})
-    card_start = text.index("4111")
-    first_tok = next(i for i, (s, e) in enumerate(enc["offset_mapping"]) if e > card_start)
-    occurrences = [("r1", 0, first_tok, len(enc["input_ids"]), "passage-card"), ("r1", 0, 0, 2, "passage-head")]
-    tables.merge("passage_occurrences", spark.createDataFrame(
-        occurrences, "run_id STRING, sample_id BIGINT, start INT, `end` INT, passage_id STRING"))
-    stats = run_pii(spark, cfg, "r1")
-    found = findings_by_type(tables, "r1")
-    assert found[(0, "card")]["passage_id"] == "passage-card"
-    assert found[(0, "person_name")]["passage_id"] is None  # "Patient: Jane Smith" is after the head passage
-    assert stats["passages"]["samples_offsets_mismatch"] == 0 and stats["in_extracted_passage"] == 1
+    assert tables.read("pii_corpus_index").count() == len(counts)
+    assert key_of(cfg, "card", "4111111111111111") in {
+        r["value_key"] for r in tables.read("pii_corpus_index").collect()}
 
 
 def test_purge_deletes_rows_and_vacuum_removes_files(spark, tmp_path):
@@ -241,50 +228,58 @@ def test_purge_deletes_rows_and_vacuum_removes_files(spark, tmp_path):
     write_corpus(spark, tables, CORPUS)
     write_samples(spark, tables, "r1", SAMPLES)
     write_samples(spark, tables, "keep", {0: "Keep: Jane Smith, card 4111 1111 1111 1111."})
+    RunRecord(tables, "r1").create(cfg)
     tables.merge("run_metrics", spark.createDataFrame([("r1", 100, 10), ("keep", 100, 5)],
                                                       "run_id STRING, budget_tokens BIGINT, generated_tokens BIGINT"))
     run_pii(spark, cfg, "r1")
-    run_pii(spark, cfg, "keep")
-    run_needles = ["Patient: Jane Smith paid with", "bob.brown@example.org", "CUST-004217"]
     warehouse = Path(tables.warehouse)
-    assert files_holding(warehouse, run_needles)  # the run's values are on disk before the purge
+    # allowed raw values are stored (so the file check below can see values when present) ...
+    assert tables.read("pii_findings").where("entity_type = 'email'").first()["value"] == "bob.brown@example.org"
+    assert files_holding(warehouse / "pii_findings", ["bob.brown@example.org"])
+    # ... but never copied into the Delta log's statistics
+    assert "bob.brown@example.org" not in log_text(warehouse / "pii_findings")
 
+    run_needles = ["Patient: Jane Smith paid with", "bob.brown@example.org", "CUST-004217"]
     stats = purge_run(spark, cfg, "r1", vacuum=True)
     assert stats["rows_deleted"]["samples"] == len(SAMPLES) and stats["rows_deleted"]["run_metrics"] == 1
+    assert stats["rows_deleted"]["runs"] == 1 and RunRecord(tables, "r1").get() is None
     assert stats["rows_deleted"]["pii_findings"] > 0 and "pii_findings" in stats["vacuumed"]
     for name in ("samples", "pii_findings", "run_metrics"):
         assert tables.read(name).where("run_id = 'r1'").count() == 0
-        assert tables.read(name).where("run_id = 'keep'").count() > 0
+    for name in ("samples", "run_metrics"):
+        assert tables.read(name).where("run_id = 'keep'").count() == 1  # other runs untouched
     assert files_holding(warehouse, run_needles) == []
-    assert files_holding(warehouse, ["Keep: Jane Smith"])  # other runs untouched
+    assert files_holding(warehouse, ["Keep: Jane Smith"])
+    assert purge_run(spark, cfg, "r1")["rows_deleted_total"] == 0  # purging again is a no-op
 
 
-def test_errors_name_the_setting(spark, tmp_path, monkeypatch):
-    cfg = pii_config(tmp_path)
-    tables = Tables(spark, cfg)
-    write_corpus(spark, tables, CORPUS)
-    with pytest.raises(UserFacingError, match="no samples"):
-        run_pii(spark, cfg, "missing-run")
-    monkeypatch.delenv("EXTRACTION_AUDIT_PII_KEY")
-    with pytest.raises(UserFacingError, match="pii.hmac_key_env"):
-        run_pii(spark, cfg, "r1")
-
-
-def test_cli_pii_and_purge(spark, tmp_path, capsys):
+def test_errors_and_cli(spark, tmp_path, monkeypatch, capsys):
     import yaml
 
     from extraction_audit.cli import main
 
     cfg = pii_config(tmp_path, storage={"retention_hours": 0})
     tables = Tables(spark, cfg)
-    write_corpus(spark, tables, CORPUS)
-    write_samples(spark, tables, "r1", SAMPLES)
+    write_corpus(spark, tables, {"doc-a": CORPUS["doc-a"]})
+    write_samples(spark, tables, "r1", {0: SAMPLES[0]})
+    RunRecord(tables, "missing-run").create(cfg)
+    with pytest.raises(UserFacingError, match="no samples"):
+        run_pii(spark, cfg, "missing-run")
+    assert RunRecord(tables, "missing-run").get()["status"] == "failed:pii"
+    with pytest.raises(UserFacingError, match="--run-id"):
+        run_pii(spark, cfg, "bad'id")
+
     config_path = tmp_path / "audit.yaml"
     config_path.write_text(yaml.safe_dump(json.loads(cfg.to_json())))
-    assert main(["pii", "--config", str(config_path), "--run-id", "r1"]) == 0
-    assert json.loads(capsys.readouterr().out)["findings"] > 0
     assert main(["pii", "--config", str(config_path)]) == 2
     assert "--run-id is required" in capsys.readouterr().err
+    assert main(["pii", "--config", str(config_path), "--run-id", "nope"]) == 2
+    assert "has no samples" in capsys.readouterr().err
     assert main(["purge", "--config", str(config_path), "--run-id", "r1", "--vacuum"]) == 0
-    assert json.loads(capsys.readouterr().out)["rows_deleted"]["pii_findings"] > 0
-    assert tables.read("pii_findings").count() == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rows_deleted"]["samples"] == 1 and out["vacuumed"] == ["samples"]
+    assert tables.read("samples").count() == 0
+
+    monkeypatch.delenv("EXTRACTION_AUDIT_PII_KEY")
+    assert main(["pii", "--config", str(config_path), "--run-id", "r1"]) == 2
+    assert "EXTRACTION_AUDIT_PII_KEY" in capsys.readouterr().err

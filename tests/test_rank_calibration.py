@@ -78,18 +78,14 @@ def test_calibration_equals_direct_computation(spark, cfg):
     assert Tables(spark, cfg).read("rank_calibration").count() == len(got)
 
 
-def test_no_corpus_route_means_no_calibration(spark, cfg):
-    write_candidates(spark, cfg, RUN, scored_frame(5, seed=1))
+def test_without_the_corpus_route_nothing_and_with_one_class_a_null_auc(spark, cfg):
+    write_candidates(spark, cfg, RUN, scored_frame(6, seed=2))
     result = calibrate(spark, cfg, RUN)
     assert result.empty and list(result.columns)[:3] == ["run_id", "score", "k"]
     assert Tables(spark, cfg).read("rank_calibration").count() == 0
 
-
-def test_one_class_only_gives_null_auc(spark, cfg):
-    write_candidates(spark, cfg, RUN, scored_frame(6, seed=2))
-    _write_corpus_route(spark, cfg, [(0, 0, "p-filler")], low_entropy={"p-filler"})
+    _write_corpus_route(spark, cfg, [(0, 0, "p-filler")], low_entropy={"p-filler"})  # filler only
     got = calibrate(spark, cfg, RUN)
     assert got["auc"].isna().all() and (got["n_positive"] == 0).all() and (got["precision_at_k"] == 0).all()
     assert (got["k"] == 6).all()  # 10, 100, 1000 capped at the 6 ranked samples
-    stored = Tables(spark, cfg).read("rank_calibration").where("auc IS NULL").count()
-    assert stored == len(got)
+    assert Tables(spark, cfg).read("rank_calibration").where("auc IS NULL").count() == len(got)

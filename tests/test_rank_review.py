@@ -13,6 +13,7 @@ import pytest
 import yaml
 from pyspark.testing import assertDataFrameEqual
 
+from conftest import make_config
 from extraction_audit.errors import UserFacingError
 from extraction_audit.rank import confirmed_among_checked, export_review, import_review
 from extraction_audit.rank.candidates import run_predicate, with_ranks
@@ -62,8 +63,21 @@ def direct_top(pdf: pd.DataFrame, top_n: int) -> dict[int, set[str]]:
     return tops
 
 
+@pytest.fixture(scope="module")
+def queue_cfg(tmp_path_factory):
+    return make_config(tmp_path_factory.mktemp("review-queue"))
+
+
 @pytest.fixture
-def queued_run(spark, cfg):
+def cfg(spark, queue_cfg, queued_run):
+    """The module's warehouse, with no reviews left over from another test."""
+    Tables(spark, queue_cfg).delete("reviews", "true")
+    return queue_cfg
+
+
+@pytest.fixture(scope="module")
+def queued_run(spark, queue_cfg):
+    cfg = queue_cfg
     pdf = scored_frame(20, seed=5)
     pdf.loc[pdf["sample_id"] == 7, "is_representative"] = False  # a collapsed near-duplicate
     pdf.loc[pdf["sample_id"] == 7, "cluster_id"] = 3
@@ -95,6 +109,13 @@ def test_export_lists_the_top_per_score_once_each(spark, cfg, queued_run, tmp_pa
     assert "<script>" not in page and html.escape(texts[2].split("\n")[0]) in page
     assert "<link" not in page and "src=" not in page and "<style>" in page
     assert page.count("<tr><td class=num>") == len(expected)
+
+    one_score = cfg.model_copy(deep=True)
+    one_score.rank.scores = ["zlib_ratio"]
+    only = pd.read_csv(export_review(spark, one_score, RUN, 2, tmp_path / "one")["csv"])
+    reps = pdf[pdf["is_representative"]].sort_values(["zlib_ratio", "sample_id"])
+    assert only["sample_id"].tolist() == reps["sample_id"].head(2).tolist()
+    assert only["top_by"].tolist() == ["zlib_ratio #1", "zlib_ratio #2"]
 
 
 def test_import_records_verdicts_idempotently(spark, cfg, queued_run, tmp_path):

@@ -141,3 +141,9 @@ def test_zlib_and_lowercase_scores_match_a_direct_computation(tiny_lm):
     partial = score_batch(pdf, settings.__class__(**{**settings.__dict__, "scores": ("target_log_ppl",)}))
     assert partial["lowercase_ratio"].isna().all() and partial["reference_ratio"].isna().all()
     assert partial["target_log_ppl"].tolist() == pytest.approx(out["target_log_ppl"].tolist())
+    # rank.reference_tokenizer set: the reference scores prompt_text + text re-tokenized by it
+    retok = score_batch(pdf, settings.__class__(**{**settings.__dict__, "reference_tokenizer_path": str(path)}))
+    np.testing.assert_allclose(retok["reference_ratio"][:3], 1.0, rtol=1e-6)  # same text, same ids
+    ctx3 = [bos]  # prompt_text missing: the reference is conditioned on bos alone
+    ref3 = direct_logprobs(model, ctx3, tok(TEXTS[3], add_special_tokens=False)["input_ids"])
+    assert retok["reference_log_ppl"][3] == pytest.approx(-ref3.mean(), rel=1e-5)

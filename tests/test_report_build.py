@@ -29,6 +29,8 @@ N_MATCH = 8
 TOKENS_PER_SAMPLE = 100
 DOC_COUNTS = [1, 1, 2, 2, 5, 50, 0, 1, 3000, 1, 1, 2, 7, 1, 1, 1]
 LOW_ENTROPY = {7}
+PROMPT_COPY = {13}          # only reproduces its sample's prompt: not counted
+EXCLUDED = LOW_ENTROPY | PROMPT_COPY
 BUDGETS = {RUN_A: [1000, 2000, 4000], RUN_B: [1000, 2000, 3000]}
 
 
@@ -48,7 +50,7 @@ def _passages() -> list[dict]:
         ids = rng.integers(100, 5000, 12 + j % 9).astype(np.int32)
         out.append({"passage_id": hashlib.sha1(ids.tobytes()).hexdigest(), "token_ids": ids.tolist(),
                     "text": f"passage {j}: " + " ".join(f"w{t}" for t in ids), "n_tokens": len(ids),
-                    "doc_count": dc, "is_low_entropy": j in LOW_ENTROPY,
+                    "doc_count": dc, "is_low_entropy": j in LOW_ENTROPY, "is_prompt_copy": j in PROMPT_COPY,
                     "example_doc_ids": [f"doc-{j}-{k}" for k in range(min(dc, 2))]})
     return out
 
@@ -93,7 +95,8 @@ def build_small_runs(spark, cfg) -> dict:
             pos = 3
             for j in emitted:
                 n = passages[j]["n_tokens"]
-                occ.append({"run_id": run_id, "sample_id": sid, "start": pos, "end": pos + n, "j": j})
+                occ.append({"run_id": run_id, "sample_id": sid, "start": pos, "end": pos + n, "j": j,
+                            "is_prompt_copy": j in PROMPT_COPY})
                 pos += n + 5
         rows["passage_occurrences"] += [{**o, "passage_id": passages[o["j"]]["passage_id"]} for o in occ]
         emitted_by = {}
@@ -104,7 +107,7 @@ def build_small_runs(spark, cfg) -> dict:
             first = RUN_B if run_id == RUN_A and j in {jj for s in emissions[RUN_B] for jj in s} else run_id
             rows["extracted_passages"].append({
                 **{k: p[k] for k in ("passage_id", "token_ids", "text", "n_tokens", "doc_count", "is_low_entropy",
-                                     "example_doc_ids")},
+                                     "is_prompt_copy", "example_doc_ids")},
                 "run_id": run_id, "n_samples": len(sids), "doc_count_is_exact": True,
                 "doc_count_upper_bound": p["doc_count"], "first_seen_run_id": first,
                 "emission_rate": len(sids) / len(samples)})
@@ -116,7 +119,7 @@ def build_small_runs(spark, cfg) -> dict:
                 "corpus_doc_count": dc, "detector": etype})
 
         def stats(prefix: int) -> dict:
-            kept = [o for o in occ if o["sample_id"] < prefix and o["j"] not in LOW_ENTROPY]
+            kept = [o for o in occ if o["sample_id"] < prefix and o["j"] not in EXCLUDED]
             distinct = {o["j"] for o in kept}
             keys = {f[2] for f in findings if f[0] < prefix}
             generated = prefix * TOKENS_PER_SAMPLE
@@ -150,6 +153,19 @@ def build_small_runs(spark, cfg) -> dict:
     return truth
 
 
+_SHARED: dict = {}
+
+
+def shared_small_runs(spark, tmp_path_factory) -> tuple:
+    """(cfg, truth, root) of the small runs, written once per pytest session: the notebook
+    test reads the same tables (it only reads them)."""
+    if "cfg" not in _SHARED:
+        root = tmp_path_factory.mktemp("report")
+        cfg = make_config(root, report={"bootstrap_samples": 100, "top_passages": 5})
+        _SHARED.update(cfg=cfg, truth=build_small_runs(spark, cfg), root=root)
+    return _SHARED["cfg"], _SHARED["truth"], _SHARED["root"]
+
+
 @pytest.fixture(scope="module")
 def small(spark, tmp_path_factory):
     """Tables, the chance baseline (injected matcher), and the report for run-a (with its
@@ -158,9 +174,7 @@ def small(spark, tmp_path_factory):
     from extraction_audit.cli import main
     from extraction_audit.report.baseline import compute_chance_baseline
 
-    root = tmp_path_factory.mktemp("report")
-    cfg = make_config(root, report={"bootstrap_samples": 100, "top_passages": 5})
-    truth = build_small_runs(spark, cfg)
+    cfg, truth, root = shared_small_runs(spark, tmp_path_factory)
     baseline = compute_chance_baseline(spark, cfg, RUN_A, match_fn=_fake_matcher, source="heldout-test",
                                        sequences_df=_sequences(spark))
     config_path = root / "report.yaml"
@@ -211,13 +225,14 @@ def test_headline_numbers_equal_direct_sql(spark, small):
         SELECT (SELECT count(*) FROM samples WHERE run_id = '{RUN_A}') AS samples,
                (SELECT sum(n_tokens) FROM samples WHERE run_id = '{RUN_A}') AS generated_tokens,
                (SELECT sum(o.`end` - o.start) FROM passage_occurrences o JOIN extracted_passages p
-                  USING (run_id, passage_id) WHERE run_id = '{RUN_A}' AND NOT p.is_low_entropy) AS extracted_tokens,
-               (SELECT count(*) FROM extracted_passages WHERE run_id = '{RUN_A}' AND NOT is_low_entropy)
-                  AS distinct_passages,
+                  USING (run_id, passage_id)
+                  WHERE run_id = '{RUN_A}' AND NOT p.is_low_entropy AND NOT p.is_prompt_copy) AS extracted_tokens,
                (SELECT count(*) FROM extracted_passages WHERE run_id = '{RUN_A}' AND NOT is_low_entropy
-                  AND doc_count IN (1, 2)) AS distinct_rare_passages,
+                  AND NOT is_prompt_copy) AS distinct_passages,
+               (SELECT count(*) FROM extracted_passages WHERE run_id = '{RUN_A}' AND NOT is_low_entropy
+                  AND NOT is_prompt_copy AND doc_count IN (1, 2)) AS distinct_rare_passages,
                (SELECT count(*) FROM extracted_passages WHERE run_id = '{RUN_A}' AND doc_count = 0
-                  AND NOT is_low_entropy) AS stitched_passages,
+                  AND NOT is_low_entropy AND NOT is_prompt_copy) AS stitched_passages,
                (SELECT count(DISTINCT value_key) FROM pii_findings WHERE run_id = '{RUN_A}') AS pii_found,
                (SELECT count(DISTINCT value_key) FROM pii_findings WHERE run_id = '{RUN_A}' AND in_corpus)
                   AS pii_in_corpus
@@ -233,6 +248,7 @@ def test_headline_numbers_equal_direct_sql(spark, small):
     for stat, est in rep["runs"][RUN_A]["estimates"].items():
         assert est["value"] == pytest.approx(float(h[stat])), stat
         assert est["low"] <= est["value"] <= est["high"], stat
+    assert h["prompt_copy_passages"] == 1 and h["low_entropy_passages"] == 1      # both excluded above
     assert rep["warnings"] == []
 
 
@@ -247,18 +263,21 @@ def test_growth_curve_and_tables_equal_direct_sql(spark, small):
 
     hist = pd.DataFrame(rep["tables"]["DOC_COUNT_HISTOGRAM"]).set_index("doc_count_bucket")
     counts = _sql(spark, f"""SELECT doc_count, count(*) AS n FROM extracted_passages
-                             WHERE run_id = '{RUN_A}' AND NOT is_low_entropy GROUP BY doc_count""")
+                             WHERE run_id = '{RUN_A}' AND NOT is_low_entropy AND NOT is_prompt_copy
+                             GROUP BY doc_count""")
     by_dc = dict(zip(counts["doc_count"], counts["n"]))
     assert hist.loc["1", "passages"] == by_dc.get(1, 0)
     assert hist.loc["2", "passages"] == by_dc.get(2, 0)
     assert hist.loc["0 (stitched)", "passages"] == by_dc.get(0, 0)
     assert hist.loc["1000+", "passages"] == sum(n for dc, n in by_dc.items() if dc >= 1000)
     assert hist["passages"].sum() == rep["runs"][RUN_A]["headline"]["distinct_passages"]
-    assert hist["low_entropy_passages"].sum() == rep["runs"][RUN_A]["headline"]["low_entropy_passages"]
+    h = rep["runs"][RUN_A]["headline"]
+    assert hist["excluded_passages"].sum() == h["low_entropy_passages"] + h["prompt_copy_passages"] == 2
 
     rare = pd.DataFrame(rep["tables"]["TOP_RARE_PASSAGES"])
     direct_rare = _sql(spark, f"""SELECT passage_id, n_samples, n_samples / 40 AS rate FROM extracted_passages
-                                  WHERE run_id = '{RUN_A}' AND NOT is_low_entropy AND doc_count IN (1, 2)""")
+                                  WHERE run_id = '{RUN_A}' AND NOT is_low_entropy AND NOT is_prompt_copy
+                                    AND doc_count IN (1, 2)""")
     assert len(rare) == min(5, len(direct_rare))
     rate = dict(zip(direct_rare["passage_id"], direct_rare["rate"]))
     assert sorted(rare["n_samples"], reverse=True) == list(rare["n_samples"])
@@ -318,7 +337,7 @@ def test_comparison_aligns_on_common_budgets_and_calls_out_the_crossing(small):
 def test_extrapolation_and_chance_baseline_in_report(small):
     rep, truth = small["report"], small["truth"]
     rich = rep["runs"][RUN_A]["richness"]
-    per_passage = [len(s) for j, s in truth[RUN_A]["emitted_by"].items() if j not in LOW_ENTROPY]
+    per_passage = [len(s) for j, s in truth[RUN_A]["emitted_by"].items() if j not in EXCLUDED]
     assert rich["observed"] == len(per_passage)
     assert rich["singletons"] == sum(1 for k in per_passage if k == 1)
     assert rich["doubletons"] == sum(1 for k in per_passage if k == 2)
@@ -384,39 +403,62 @@ def test_every_query_compiles(spark, small):
         spark.sql(Q.bind(query.sql, values)).schema   # analysis fails loudly
 
 
-def test_poisson_bootstrap_in_spark_agrees_with_pandas(spark, small):
-    from extraction_audit.report.bootstrap import SampleSummaries, poisson_bootstrap_spark
+def test_large_runs_use_the_poisson_bootstrap_in_spark(spark, small):
+    """Above report.bootstrap_max_driver_samples the per-sample summaries stay in Spark;
+    the Poisson bootstrap must agree with the pandas one."""
+    from extraction_audit.report.bootstrap import SampleSummaries
+    from extraction_audit.report.build import _analyse_run, _Queries
 
-    Q.use_tables(spark, small["cfg"])
+    cfg = small["cfg"].model_copy(deep=True)
+    cfg.report.bootstrap_samples = 300
+    cfg.report.bootstrap_seed = 1
+    Q.use_tables(spark, cfg)
+    q = _Queries(spark, 0.95)
     params = {"run_ids": [RUN_A], "rare_doc_count": 2}
-    pandas_reps = SampleSummaries(Q.run_query(spark, "PER_SAMPLE_SUMMARY", **params)).replicates(300, 1)
-    spark_reps = poisson_bootstrap_spark(Q.sql_df(spark, "PER_SAMPLE_SUMMARY", **params), 300, 1)
+    headline = q("HEADLINE", **params).iloc[0].to_dict()
+    frequency = q("PASSAGE_FREQUENCY_COUNTS", **params)
+    warnings: list[str] = []
+    result = _analyse_run(q, cfg, RUN_A, {}, headline, pd.DataFrame(columns=["n_samples"]), frequency, None,
+                          warnings)
+    assert "Poisson" in result.bootstrap_method and result.checkpoint_intervals.empty and warnings == []
+    pandas_reps = SampleSummaries(q("PER_SAMPLE_SUMMARY", **params)).replicates(300, 1)
     for stat in ("share_extracted", "distinct_passages", "distinct_rare_passages"):
-        a, b = pandas_reps[stat], spark_reps[stat]
+        a, b = pandas_reps[stat], result.replicates[stat]
         assert len(b) == 300 and np.isfinite(b).all()
         assert b.mean() == pytest.approx(a.mean(), rel=0.1), stat
         assert 0.6 < b.std() / a.std() < 1.6, stat
-    whole = small["truth"][RUN_A]["whole"]
-    assert (spark_reps["distinct_passages"] <= whole["distinct_passages"]).all()
+        est = result.estimates[stat]
+        assert est.low <= est.value <= est.high
+    assert (result.replicates["distinct_passages"] <= small["truth"][RUN_A]["whole"]["distinct_passages"]).all()
 
 
-def test_holdout_text_is_tokenized_into_sample_sized_sequences(spark, tmp_path):
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+@pytest.mark.slow
+def test_chance_baseline_end_to_end_with_the_matching_stage(spark, tmp_path, word_tokenizer):
+    """Held-out text -> tokenizer -> sample-sized sequences -> the real matcher -> table row."""
+    from conftest import words
 
-    from extraction_audit.report.baseline import holdout_sequences, read_holdout_text
+    from extraction_audit.index import build_index
+    from extraction_audit.report.baseline import compute_chance_baseline
 
-    words = [f"w{i}" for i in range(30)]
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(["[UNK]", *words])}, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]").save_pretrained(tmp_path / "tok")
-    texts = [" ".join(words[: 5 + 4 * k]) for k in range(5)]            # 5, 9, 13, 17, 21 tokens
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    docs = {"d1": list(range(1, 21)), "d2": list(range(30, 46))}
+    (corpus / "part-0.jsonl").write_text(
+        "\n".join(json.dumps({"id": d, "text": words(t)}) for d, t in docs.items()), encoding="utf-8")
+    held_out = {"h1": [5, 6, 7, 8, 9, 50, 51, 52, 53, 54, 55], "h2": [56, 57, 58, 59, 60],
+                "h3": [61, 62, 63, 31, 32, 33, 34, 35, 36, 37, 62]}
     holdout = tmp_path / "holdout.jsonl"
-    holdout.write_text("\n".join(json.dumps({"id": i, "text": t}) for i, t in enumerate(texts)), encoding="utf-8")
-    cfg = make_config(tmp_path, model={"path": str(tmp_path / "tok")}, report={"holdout_sequence_tokens": 8})
-    seqs = holdout_sequences(spark, cfg, read_holdout_text(spark, cfg, str(holdout))).toPandas()
-    assert len(seqs) == sum(-(-(5 + 4 * k) // 8) for k in range(5))
-    assert seqs["sequence_id"].is_unique
-    assert sorted(len(t) for t in seqs["token_ids"]) == sorted(
-        [min(8, n - s) for n in (5, 9, 13, 17, 21) for s in range(0, n, 8)])
-    assert sum(t[0] == 1 for t in seqs["token_ids"]) == 5                 # every text starts with w0
+    holdout.write_text("\n".join(json.dumps({"id": k, "text": words(t)}) for k, t in held_out.items()),
+                       encoding="utf-8")
+    cfg = make_config(tmp_path, model={"path": word_tokenizer}, corpus={"id": "c", "path": str(corpus)},
+                      index={"n": 4, "bucket_bits": 2, "max_postings": 4},
+                      report={"holdout_sequence_tokens": 8, "bootstrap_samples": 20})
+    build_index(spark, cfg)
+    row = compute_chance_baseline(spark, cfg, "run-x", source=str(holdout))
+    # chunks of 8: h1 -> [5..9, 50, 51, 52] (5 tokens in d1) + [53, 54, 55]; h2 -> one chunk;
+    # h3 -> [61, 62, 63, 31..35] (5 tokens in d2) + [36, 37, 62]: 31..37 is cut by the chunk edge
+    assert row["sequences"] == 5 and row["generated_tokens"] == sum(len(t) for t in held_out.values())
+    assert row["extracted_tokens"] == 10 and row["distinct_passages"] == 2
+    assert row["share_extracted"] == pytest.approx(10 / 27)
+    table = Tables(spark, cfg).read("chance_baseline").toPandas()
+    assert len(table) == 1 and table["run_id"].iloc[0] == "run-x" and table["n"].iloc[0] == 4

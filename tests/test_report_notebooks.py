@@ -2,7 +2,8 @@
 
 All five notebooks execute in ONE Jupyter kernel (one extra Spark session instead of five):
 their cells are concatenated, with ``%reset -f`` between notebooks so none can lean on
-another's variables.  The kernel reads small tables written here by the test session.
+another's variables.  The kernel reads the small tables of ``test_report_build`` (written
+once per pytest session by the test process's Spark session).
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-from conftest import make_config
-from test_report_build import RUN_A, RUN_B, build_small_runs
+from test_report_build import RUN_A, RUN_B, shared_small_runs
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
@@ -43,13 +43,14 @@ def test_notebooks_are_up_to_date_with_the_report_queries():
                 assert f'{query.name} = """\n{query.sql}\n"""' in code
 
 
-def test_notebooks_execute_against_small_tables(spark, tmp_path, monkeypatch):
+def test_notebooks_execute_against_small_tables(spark, tmp_path, tmp_path_factory, monkeypatch):
     from nbclient import NotebookClient
 
-    cfg = make_config(tmp_path, spark={"master": "local[2]", "shuffle_partitions": 2, "driver_memory": "1g"})
-    build_small_runs(spark, cfg)
+    cfg, _, _ = shared_small_runs(spark, tmp_path_factory)
+    settings = cfg.model_dump(mode="json")
+    settings["spark"].update(master="local[2]", shuffle_partitions=2, driver_memory="1g")
     config_path = tmp_path / "notebooks.yaml"
-    config_path.write_text(yaml.safe_dump(cfg.model_dump(mode="json")), encoding="utf-8")
+    config_path.write_text(yaml.safe_dump(settings), encoding="utf-8")
     monkeypatch.setenv("EXTRACTION_AUDIT_CONFIG", str(config_path))
     monkeypatch.setenv("EXTRACTION_AUDIT_WAREHOUSE", cfg.storage.warehouse)
     monkeypatch.setenv("EA_RUN_ID", RUN_A)

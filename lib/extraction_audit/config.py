@@ -265,7 +265,7 @@ class ReportConfig(Section):
     redact_passages: bool = False
     bootstrap_samples: int = Field(200, ge=10)
     bootstrap_seed: int = 0
-    bootstrap_max_driver_samples: int = Field(500_000, ge=1)
+    bootstrap_max_driver_samples: int = Field(200_000, ge=1)
     confidence: float = Field(0.95, gt=0.5, lt=1)
     top_passages: int = Field(20, ge=1, le=10_000)
     holdout_source: str | None = None

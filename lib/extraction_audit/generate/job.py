@@ -155,9 +155,10 @@ def _generate(spark, cfg, tables, record, tokenizer, model_path, tokenizer_path,
     log.info("generate %s: budget %s tokens, %s already there; %s; chunks of up to %d samples",
              run_id, f"{budget:,}", f"{done.tokens:,}", sampling_label(gen.sampling), chunk_cap)
     try:
-        for k, strategy in enumerate(gen.prompts):
-            if strategy.strategy in ("public_prefix", "file"):
-                sources[k] = load_prompt_source(spark, cfg, strategy)
+        if done.tokens < budget:  # a finished run needs no prompt sources
+            for k, strategy in enumerate(gen.prompts):
+                if strategy.strategy in ("public_prefix", "file"):
+                    sources[k] = load_prompt_source(spark, cfg, strategy)
         ctx = PlanContext(gen, tokenizer, sources)
         while done.tokens < budget:
             ids = next_chunk_ids(spark, tables, run_id, done, budget, chunk_cap, expected_tokens_per_sample(gen))

@@ -331,15 +331,17 @@ def word_variants(tok, word: str) -> list[np.ndarray]:
 
 
 def divergence_offset(generated: np.ndarray, variants: list[np.ndarray], separators: np.ndarray) -> int | None:
-    """First generated offset not covered by a repetition of the word or a separator
-    token; None while the output never leaves the repetition.  Vectorised on ids."""
+    """Offset just after the last repetition of the word that precedes the first token
+    that is neither part of a repetition nor a separator (0 when the output never
+    repeated); None while the output never leaves the repetition.  Vectorised on ids."""
     g = np.asarray(generated, dtype=np.int64)
     n = len(g)
     if n == 0:
         return None
     in_vocab = (g >= 0) & (g < len(separators))
-    covered = np.zeros(n, dtype=bool)
-    covered[in_vocab] = separators[g[in_vocab]]
+    is_separator = np.zeros(n, dtype=bool)
+    is_separator[in_vocab] = separators[g[in_vocab]]
+    in_word = np.zeros(n, dtype=bool)
     for v in variants:
         m = len(v)
         if m == 0 or m > n:
@@ -348,5 +350,10 @@ def divergence_offset(generated: np.ndarray, variants: list[np.ndarray], separat
         delta = np.zeros(n + 1, dtype=np.int32)
         delta[: n - m + 1] += hits
         delta[m:] -= hits
-        covered |= np.cumsum(delta[:n]) > 0
-    return None if covered.all() else int(np.argmin(covered))
+        in_word |= np.cumsum(delta[:n]) > 0
+    covered = in_word | is_separator
+    if covered.all():
+        return None
+    first_other = int(np.argmin(covered))
+    words_before = np.flatnonzero(in_word[:first_other])
+    return int(words_before[-1]) + 1 if len(words_before) else 0

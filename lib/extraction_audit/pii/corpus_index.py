@@ -109,7 +109,7 @@ def build_pii_corpus_index(spark, cfg: AuditConfig, tables: Tables | None = None
     new_docs = seen.where(F.col("_seen").isNull()).drop("_seen")
     values = new_docs.mapInPandas(doc_value_batches(settings), DOC_VALUES_DDL).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        tables.merge("pii_corpus_doc_values", values)
+        tables.merge("pii_corpus_doc_values", values, update=False)  # insert-only: rows are keyed facts
         by_type = values.groupBy("entity_type").agg(
             F.count("*").alias("rows"), F.sum("occurrences").alias("tagged"),
             F.countDistinct("value_key").alias("values")).collect()
@@ -132,7 +132,7 @@ def build_pii_corpus_index(spark, cfg: AuditConfig, tables: Tables | None = None
                    .fillna(0, subset=["n_values"])
                    .withColumn("scan_fingerprint", F.lit(fingerprint))
                    .withColumn("scanned_at", F.current_timestamp()))
-        tables.merge("pii_corpus_scanned", markers)
+        tables.append("pii_corpus_scanned", markers)  # written last: new documents had no marker
     finally:
         values.unpersist()
     stats["seconds"] = round(time.monotonic() - started, 3)

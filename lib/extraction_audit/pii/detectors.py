@@ -36,6 +36,8 @@ person_name             the backend chosen by ``pii.name_backend`` (``names.py``
 
 Where two detectors claim overlapping text the more specific wins (``PRIORITY``), so each
 character of a sample belongs to at most one finding.
+
+Reads and writes no tables.
 """
 
 from __future__ import annotations

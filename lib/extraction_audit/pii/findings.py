@@ -47,9 +47,10 @@ _STATS_COLUMNS = [c for c, t, _ in TABLES["pii_findings"].columns
                   and t in ("STRING", "INT", "BIGINT", "DOUBLE", "TIMESTAMP")]
 
 
-def sample_detection_batches(settings: DetectionSettings):
+def sample_detection_batches(settings: DetectionSettings, keep_raw: bool):
     """mapInPandas kernel: (sample_id, text) -> one row per finding, with its key, hint,
-    search forms and the key of the nearest person name (the linkage candidate)."""
+    search forms and the key of the nearest person name (the linkage candidate).
+    ``value`` is the raw text only when ``keep_raw`` (storage.allow_raw_pii)."""
     window = settings.link_window_chars
 
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -65,7 +66,8 @@ def sample_detection_batches(settings: DetectionSettings):
                     if hit.entity_type != "person_name" and names:
                         gap, name_key = min((max(n.start - hit.end, hit.start - n.end, 0), k) for n, k in names)
                         linked = name_key if gap <= window else None
-                    rows.append((int(sample_id), hit.entity_type, hit.start, hit.end, hit.detector, hit.surface,
+                    rows.append((int(sample_id), hit.entity_type, hit.start, hit.end, hit.detector,
+                                 hit.surface if keep_raw else None,
                                  key, norm.redact(hit.entity_type, hit.normalised),
                                  norm.search_requirements(hit.entity_type, hit.normalised, hit.surface,
                                                           settings.date_day_first),
@@ -75,8 +77,9 @@ def sample_detection_batches(settings: DetectionSettings):
     return run
 
 
-def detect_samples(samples, settings: DetectionSettings):
-    return samples.select("sample_id", "text").mapInPandas(sample_detection_batches(settings), DETECTIONS_DDL)
+def detect_samples(samples, settings: DetectionSettings, keep_raw: bool = False):
+    return samples.select("sample_id", "text").mapInPandas(sample_detection_batches(settings, keep_raw),
+                                                           DETECTIONS_DDL)
 
 
 def _run_literal(run_id: str) -> str:
@@ -129,24 +132,42 @@ def _control_keys(tables: Tables, settings: DetectionSettings, control_run_id: s
 
 def run_pii(spark, cfg: AuditConfig, run_id: str, control_run_id: str | None = None,
             tables: Tables | None = None) -> dict:
-    """Tag, look up and write the run's personal-data findings; returns the step stats."""
+    """Tag, look up and write the run's personal-data findings; returns the step stats.
+
+    When the run has a ``runs`` row, its status follows the step (running:pii, then the
+    recorded stats, or failed:pii with the error)."""
+    tables = tables or Tables(spark, cfg)
+    _run_literal(run_id)
+    if not cfg.pii.enabled:
+        log.info("pii.enabled is false: personal data step skipped for run %s", run_id)
+        return {"run_id": run_id, "skipped": "pii.enabled is false"}
+    settings = DetectionSettings.from_config(cfg)
+    record = RunRecord(tables, run_id)
+    run_row = record.get() if tables.exists("runs") else None
+    if not run_row:
+        return _run_pii(spark, cfg, tables, settings, run_id, control_run_id, {})
+    record.step_started("pii")
+    try:
+        stats = _run_pii(spark, cfg, tables, settings, run_id, control_run_id, run_row)
+    except Exception as err:
+        record.set_status("failed:pii", error=f"{type(err).__name__}: {err}")
+        raise
+    record.step_done("pii", stats)
+    return stats
+
+
+def _run_pii(spark, cfg: AuditConfig, tables: Tables, settings: DetectionSettings, run_id: str,
+             control_run_id: str | None, run_row: dict) -> dict:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     started = time.monotonic()
-    tables = tables or Tables(spark, cfg)
-    run_literal = _run_literal(run_id)
-    settings = DetectionSettings.from_config(cfg)
-    record = RunRecord(tables, run_id)
-    run_row = record.get() if tables.exists("runs") else None
-    control_run_id = control_run_id or (run_row or {}).get("control_run_id")
+    control_run_id = control_run_id or run_row.get("control_run_id")
     if control_run_id:
         _run_literal(control_run_id)
-    corpus_id = (run_row or {}).get("corpus_id") or cfg.corpus.id
-    if run_row:
-        record.step_started("pii")
-        if control_run_id and run_row.get("control_run_id") != control_run_id:
-            record.update(control_run_id=control_run_id)
+        if run_row and run_row.get("control_run_id") != control_run_id:
+            RunRecord(tables, run_id).update(control_run_id=control_run_id)
+    corpus_id = run_row.get("corpus_id") or cfg.corpus.id
 
     samples = tables.read("samples").where(F.col("run_id") == run_id)
     stats: dict = {"run_id": run_id, "corpus_id": corpus_id, "control_run_id": control_run_id,
@@ -159,7 +180,9 @@ def run_pii(spark, cfg: AuditConfig, run_id: str, control_run_id: str | None = N
 
     stats["corpus_index"] = build_pii_corpus_index(spark, cfg, tables, corpus_id, settings)
 
-    detections = detect_samples(samples, settings).persist(StorageLevel.MEMORY_AND_DISK)
+    # Raw surface forms live only in executor memory (and its spill) while the stage runs.
+    detections = detect_samples(samples, settings, keep_raw=cfg.storage.allow_raw_pii).persist(
+        StorageLevel.MEMORY_AND_DISK)
     search_hits = None
     try:
         lookup, doc_hits, search_hits, stats["lookup"] = corpus_lookup(
@@ -182,22 +205,17 @@ def run_pii(spark, cfg: AuditConfig, run_id: str, control_run_id: str | None = N
                         .withColumn("in_control", F.coalesce("in_control", F.lit(False)))
                         .withColumn("control_run_id", F.lit(control_run_id)))
 
-        raw = F.col("value") if cfg.storage.allow_raw_pii else F.lit(None).cast("string")
-        findings = (findings.withColumn("value", raw)
-                    .withColumn("run_id", F.lit(run_id))
-                    .withColumn("created_at", F.current_timestamp()))
+        findings = findings.withColumn("run_id", F.lit(run_id)).withColumn("created_at", F.current_timestamp())
         ensure_findings_table(tables)
-        tables.replace_where("pii_findings", findings, f"run_id = '{run_literal}'")
+        tables.replace_where("pii_findings", findings, f"run_id = '{run_id}'")
     finally:
         detections.unpersist()
         if search_hits is not None:
             search_hits.unpersist()
 
     stats.update(_summary(tables, run_id))
-    stats["seconds"] = round(time.monotonic() - started, 3)
     create_redacted_views(tables)
-    if run_row:
-        record.step_done("pii", stats)
+    stats["seconds"] = round(time.monotonic() - started, 3)
     return stats
 
 

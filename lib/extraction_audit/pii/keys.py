@@ -4,6 +4,8 @@ A plain hash of a phone number or NHS number can be reversed by enumerating the 
 space of valid numbers, so the key is a secret from the config (``pii.hmac_key``) or,
 better, from the environment variable named by ``pii.hmac_key_env``.  There is no default
 key: a run without one stops with an error naming both settings.
+
+Reads and writes no tables.
 """
 
 from __future__ import annotations

@@ -103,9 +103,8 @@ def corpus_lookup(spark, tables: Tables, corpus_id: str, detections, search_limi
         F.coalesce("example_doc_ids", "search_examples").alias("example_doc_ids"),
     )
 
-    involved = keys.join(missing, KEYS, "left_anti")  # values the index holds
     doc_hits = (tables.read("pii_corpus_doc_values").where(in_corpus).select(*KEYS, "doc_id")
-                .join(involved, KEYS, "left_semi")
+                .join(indexed.select(*KEYS), KEYS, "left_semi")
                 .unionByName(search_hits.select(*KEYS, "doc_id")))
     stats["seconds"] = round(time.monotonic() - started, 3)
     return lookup, doc_hits, search_hits, stats

@@ -13,6 +13,8 @@
 
 Each backend returns ``(start, end, score)`` character spans.  Models are loaded once per
 Python worker (``get_name_backend`` caches them).
+
+Reads and writes no tables.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class BuiltinNameBackend:
 
     @staticmethod
     def _capitalised_runs(text: str) -> list[list[re.Match]]:
-        """Maximal runs of capitalised words separated by single spaces; titles and common
+        """Maximal runs of capitalised words separated by spaces (at most two); titles and common
         capitalised non-names split runs (a title is then seen as a cue by the run after it)."""
         runs: list[list[re.Match]] = []
         current: list[re.Match] = []

@@ -5,6 +5,8 @@ sample and ``020 7946 0958`` in the corpus are the same phone only once both are
 ``value_key`` hashes the canonical form (``keys.py``); ``redact`` gives analysts a hint of
 the type and shape without the value; ``search_requirements`` lists the ways the value may
 be written in a document, for the second-chance corpus search.  Pure functions, no Spark.
+
+Reads and writes no tables.
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ def passage_links(tables: Tables, cfg: AuditConfig, run_id: str, samples, findin
 
     from ..tokenizer import check_model_location
 
-    stats = {"passage_occurrences": 0, "samples_offsets_mismatch": 0, "findings_in_passages": 0}
+    stats = {"passage_occurrences": 0, "samples_offsets_mismatch": 0}
     if not tables.exists("passage_occurrences"):
         stats["status"] = "passage_occurrences table absent"
         return None, stats

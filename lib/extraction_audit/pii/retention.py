@@ -16,10 +16,14 @@ many hours ago.  So:
   concurrent reader of an older version may fail.
 
 Tables with deletion vectors get ``REORG TABLE ... APPLY (PURGE)`` first, since a deletion
-vector only masks rows inside files that VACUUM would otherwise keep.  The Delta log
-(``_delta_log``) is not data files: it keeps per-file column statistics (min/max string
-prefixes) until ``delta.logRetentionDuration`` (30 days by default) expires; ``pii_findings``
-excludes ``value`` from those statistics.
+vector only masks rows inside files that VACUUM would otherwise keep.
+
+Limitation: the Delta log (``_delta_log``, not data files) keeps per-file column statistics,
+including the first 32 characters of the min/max of string columns, until
+``delta.logRetentionDuration`` (30 days by default, counted in whole days) expires and a
+checkpoint cleans it.  ``pii_findings`` excludes ``value`` from statistics, but a table
+such as ``samples`` keeps prefixes of ``text`` there unless its
+``delta.dataSkippingStatsColumns`` leaves text columns out.
 
 Reads and writes every table with a ``run_id`` column.
 """

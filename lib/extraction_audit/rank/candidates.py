@@ -180,21 +180,36 @@ def with_ranks(df, score_names: list[str]):
     return df
 
 
-def _check_token_ids(samples, vocab_size: int, setting: str, run_id: str) -> None:
+def _sample_profile(samples):
+    """One pass over the run's samples: counts, and the id range the models must cover."""
     from pyspark.sql import functions as F
 
-    worst = samples.select(
-        "sample_id",
-        F.greatest(F.coalesce(F.array_max("token_ids"), F.lit(-1)),
-                   F.coalesce(F.array_max("prompt_token_ids"), F.lit(-1))).alias("max_id"),
-        F.least(F.coalesce(F.array_min("token_ids"), F.lit(0)),
-                F.coalesce(F.array_min("prompt_token_ids"), F.lit(0))).alias("min_id"),
-    ).where((F.col("max_id") >= vocab_size) | (F.col("min_id") < 0)).limit(1).collect()
-    if worst:
-        row = worst[0]
-        raise UserFacingError(
-            f"run {run_id!r} sample {row['sample_id']} has token id {row['max_id'] if row['max_id'] >= vocab_size else row['min_id']} "
-            f"outside the vocabulary (size {vocab_size}) of {setting}: were the samples made with another tokenizer?")
+    ids = F.concat(F.coalesce("token_ids", F.array().cast("array<int>")),
+                   F.coalesce("prompt_token_ids", F.array().cast("array<int>")))
+    usable = F.coalesce(F.size("token_ids"), F.lit(0)) > 0
+    row = samples.agg(
+        F.count("*").alias("samples"),
+        F.sum(usable.cast("int")).alias("usable"),
+        F.max(F.when(usable, F.array_max(ids))).alias("max_id"),
+        F.min(F.when(usable, F.array_min(ids))).alias("min_id"),
+    ).first()
+    return {k: (int(v) if v is not None else None) for k, v in row.asDict().items()}
+
+
+def _check_token_ids(samples, profile: dict, vocab_size: int, setting: str, run_id: str) -> None:
+    """Token ids outside the model's vocabulary would fail deep inside a task: name a sample instead."""
+    from pyspark.sql import functions as F
+
+    if profile["max_id"] is None or (profile["max_id"] < vocab_size and profile["min_id"] >= 0):
+        return
+    bad = F.exists(F.concat(F.coalesce("token_ids", F.array().cast("array<int>")),
+                            F.coalesce("prompt_token_ids", F.array().cast("array<int>"))),
+                   lambda t: (t >= vocab_size) | (t < 0))
+    row = samples.where(bad).select("sample_id").orderBy("sample_id").limit(1).first()
+    value = profile["max_id"] if profile["max_id"] >= vocab_size else profile["min_id"]
+    raise UserFacingError(
+        f"run {run_id!r} sample {row['sample_id'] if row else '?'} has token ids outside the vocabulary "
+        f"(size {vocab_size}) of {setting} (e.g. {value}): were the samples made with another tokenizer?")
 
 
 def run_rank(spark, cfg: AuditConfig, run_id: str) -> dict:
@@ -206,15 +221,17 @@ def run_rank(spark, cfg: AuditConfig, run_id: str) -> dict:
     started = time.time()
     tables = Tables(spark, cfg)
     samples = tables.read("samples").where(F.col("run_id") == run_id)
-    n_in = samples.count()
+    profile = _sample_profile(samples)
+    n_in = profile["samples"]
     if n_in == 0:
         raise UserFacingError(f"run {run_id!r} has no samples: run `extraction-audit generate` (or import "
                               "samples) first")
     settings = scoring_settings(cfg)
     usable = samples.where(F.coalesce(F.size("token_ids"), F.lit(0)) > 0)
-    _check_token_ids(usable, describe_model(settings.target_path, "model.path").vocab_size, "model.path", run_id)
+    _check_token_ids(usable, profile, describe_model(settings.target_path, "model.path").vocab_size,
+                     "model.path", run_id)
     if settings.reference_path and not settings.reference_tokenizer_path:
-        _check_token_ids(usable, describe_model(settings.reference_path, "model.reference_path").vocab_size,
+        _check_token_ids(usable, profile, describe_model(settings.reference_path, "model.reference_path").vocab_size,
                          "model.reference_path", run_id)
 
     dedup_started = time.time()
@@ -251,7 +268,7 @@ def run_rank(spark, cfg: AuditConfig, run_id: str) -> dict:
     stats = {
         "samples_in": n_in,
         "scored": int(counts["scored"] or 0),
-        "skipped": {"no_generated_tokens": n_in - usable.count()},
+        "skipped": {"no_generated_tokens": n_in - (profile["usable"] or 0)},
         "representatives": int(counts["representatives"] or 0),
         "clusters": int(counts["clusters"] or 0),
         "collapsed_duplicates": int((counts["scored"] or 0) - (counts["representatives"] or 0)),

@@ -38,7 +38,8 @@ def lsh_bands(threshold: float, num_perm: int) -> list[tuple[int, int]]:
     return list(MinHashLSH(threshold=threshold, num_perm=num_perm).hashranges)
 
 
-def minhash_signatures(token_lists: Sequence[np.ndarray], *, num_perm: int, shingle_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+def minhash_signatures(token_lists: Sequence[np.ndarray], *, num_perm: int,
+                       shingle_tokens: int) -> tuple[np.ndarray, np.ndarray]:
     """datasketch MinHash signatures of each sequence's token shingles.
 
     Shingles are hashed for the whole batch at once with the project's n-gram hash (low 32
@@ -49,14 +50,15 @@ def minhash_signatures(token_lists: Sequence[np.ndarray], *, num_perm: int, shin
     from datasketch import MinHash
 
     lengths = np.array([len(t) for t in token_lists], dtype=np.int64)
-    flat = np.concatenate([np.asarray(t, dtype=np.int64) for t in token_lists]) if len(token_lists) else np.empty(0, np.int64)
+    if not len(token_lists):
+        return np.empty((0, num_perm), dtype=np.uint32), np.empty(0, dtype=bool)
+    flat = np.concatenate([np.asarray(t, dtype=np.int64) for t in token_lists])
     hashes, seq, _ = hash_concatenated(flat, lengths, HashConfig(n=shingle_tokens))
     low32 = (hashes.view(np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     bounds = np.searchsorted(seq, np.arange(len(token_lists) + 1))
     per_seq = (low32[bounds[i]:bounds[i + 1]].tolist() for i in range(len(token_lists)))
     signatures = np.stack([m.hashvalues for m in MinHash.generator(
-        per_seq, num_perm=num_perm, seed=_MINHASH_SEED, hashfunc=int)]) if len(token_lists) else (
-        np.empty((0, num_perm), dtype=np.uint32))
+        per_seq, num_perm=num_perm, seed=_MINHASH_SEED, hashfunc=int)])
     return signatures.astype(np.uint32), lengths >= shingle_tokens
 
 
@@ -108,14 +110,17 @@ def near_duplicate_clusters(samples, *, threshold: float, num_perm: int, shingle
 
     labels = edges.groupBy("bucket").agg(F.min("sample_id").alias("label")) \
         .join(edges, "bucket").groupBy("sample_id").agg(F.min("label").alias("label")).localCheckpoint()
-    rounds = 1
-    while True:
+    rounds, changed = 1, 0
+    has_edges = not edges.isEmpty()  # no shared bucket at all: every sample is its own cluster
+    while has_edges and rounds < MAX_PROPAGATION_ROUNDS:
         bucket_label = edges.join(labels, "sample_id").groupBy("bucket").agg(F.min("label").alias("label"))
-        new = edges.join(bucket_label, "bucket").groupBy("sample_id").agg(F.min("label").alias("label")).localCheckpoint()
-        changed = new.alias("n").join(labels.alias("o"), "sample_id").where(F.col("n.label") < F.col("o.label")).count()
+        new = edges.join(bucket_label, "bucket").groupBy("sample_id") \
+            .agg(F.min("label").alias("label")).localCheckpoint()
+        changed = new.alias("n").join(labels.alias("o"), "sample_id") \
+            .where(F.col("n.label") < F.col("o.label")).count()
         labels = new
         rounds += 1
-        if changed == 0 or rounds >= MAX_PROPAGATION_ROUNDS:
+        if changed == 0:
             break
     if changed:
         log.warning("near-duplicate clustering stopped after %d rounds with %d labels still changing",

@@ -1,9 +1,10 @@
-"""Scoring models, loaded once per Python worker and kept for the worker's life.
+"""Scoring models: the driver-side check, and the once-per-worker load.
 
-Reads and writes no table.  Spark reuses Python workers between tasks
-(``spark.python.worker.reuse``), so a module-level cache means one load per worker
-process, not one per Arrow batch.  The driver calls ``describe_model`` first so a wrong
-path fails in the first second with a message naming the setting, never inside a task.
+Reads and writes no table.  Workers load models through the generation step's cache
+(``generate.model_loading.load_model``: one load per Python worker, the task's GPU when
+Spark assigned one, torch threads limited to the task's CPUs).  The driver calls
+``describe_model`` first, so a wrong path fails in the first second with a message
+naming the setting, never inside a task.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from dataclasses import dataclass
 
 from ..errors import UserFacingError
 from ..tokenizer import check_model_location
-
-_MODELS: dict[tuple[str, str, str], object] = {}
 
 
 @dataclass(frozen=True)
@@ -24,26 +23,6 @@ class ModelInfo:
     max_length: int | None  # positions the model can attend to; None when unbounded
     vocab_size: int
     bos_token_id: int | None
-
-
-def resolve_device(setting: str) -> str:
-    import torch
-
-    if setting == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if setting == "cuda" and not torch.cuda.is_available():
-        raise UserFacingError("model.device is 'cuda' but no CUDA device is visible")
-    return setting
-
-
-def _torch_dtype(setting: str, device: str):
-    import torch
-
-    if setting == "auto":
-        # Scores compare small differences in log-probability: full precision on CPU,
-        # bfloat16 on GPU (log-softmax itself is always done in float32).
-        return torch.float32 if device == "cpu" else torch.bfloat16
-    return getattr(torch, setting)
 
 
 def describe_model(path: str | None, setting: str) -> ModelInfo:
@@ -67,15 +46,7 @@ def describe_model(path: str | None, setting: str) -> ModelInfo:
 
 
 def load_scoring_model(path: str, device: str = "auto", dtype: str = "auto"):
-    """The causal LM at ``path`` in eval mode on ``device``; cached per process."""
-    device = resolve_device(device)
-    key = (path, device, dtype)
-    if key not in _MODELS:
-        from transformers import AutoModelForCausalLM
+    """The causal LM at ``path`` in eval mode, cached per Python worker."""
+    from ..generate.model_loading import load_model
 
-        try:
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=_torch_dtype(dtype, device))
-        except (OSError, ValueError) as err:
-            raise UserFacingError(f"cannot load model from {path!r}: {err}") from None
-        _MODELS[key] = model.to(device).eval()
-    return _MODELS[key]
+    return load_model(path, dtype=dtype, device=device)

@@ -51,9 +51,10 @@ def review_queue(spark, cfg: AuditConfig, run_id: str, top_n: int) -> pd.DataFra
         any_top = any_top | cond
     top = cands.where(F.col("is_representative") & F.coalesce(any_top, F.lit(False)))
     samples = tables.read("samples").where(F.col("run_id") == run_id).select("sample_id", "prompt_text", "text")
+    top_ranks = [F.when(c, F.col(SCORES[s].rank_column)) for s, c in zip(names, in_top)]
     queue = top.join(samples, "sample_id", "left").select(
         "run_id", "sample_id",
-        F.least(*[F.when(c, F.col(SCORES[s].rank_column)) for s, c in zip(names, in_top)]).alias("best_rank"),
+        (F.least(*top_ranks) if len(top_ranks) > 1 else top_ranks[0]).alias("best_rank"),
         F.concat_ws("; ", *[F.when(c, F.concat(F.lit(f"{s} #"), F.col(SCORES[s].rank_column).cast("string")))
                             for s, c in zip(names, in_top)]).alias("top_by"),
         "cluster_size", "n_tokens", *names, "prompt_text", "text",

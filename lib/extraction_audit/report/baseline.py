@@ -38,13 +38,23 @@ TABLES.md (maximal runs of covered positions, verified token by token), with col
 
 
 def default_sequence_matcher() -> MatchTokenSequences:
-    """The matching stage's ``match_token_sequences``, imported lazily."""
+    """``match_fn`` backed by the matching stage (``extraction_audit.match.match_sequences``),
+    so the baseline uses exactly the run's match rule, verification and filler flags."""
     try:
-        from ..match import match_token_sequences
+        from ..match import match_sequences, staging_dir
     except ImportError as err:
-        raise UserFacingError("the chance baseline needs the matching stage "
-                              f"(extraction_audit.match.match_token_sequences): {err}") from None
-    return match_token_sequences
+        raise UserFacingError(f"the chance baseline needs the matching stage (extraction_audit.match): {err}") from None
+
+    def match_with_matching_stage(spark, cfg: AuditConfig, sequences_df):
+        from pyspark.sql import functions as F
+
+        sequences = sequences_df.select(F.col("sequence_id").alias("sample_id"), "token_ids")
+        occurrences, passages, _, _ = match_sequences(spark, cfg, sequences, staging_dir(cfg, "chance_baseline"))
+        flags = passages.select("passage_id", "is_low_entropy")
+        return (occurrences.join(flags, "passage_id", "left")
+                .select(F.col("sample_id").alias("sequence_id"), "start", "end", "passage_id", "is_low_entropy"))
+
+    return match_with_matching_stage
 
 
 def read_holdout_text(spark, cfg: AuditConfig, source: str):
@@ -73,7 +83,8 @@ def holdout_sequences(spark, cfg: AuditConfig, texts_df, sequence_tokens: int | 
     """``text`` rows -> ``sequence_id BIGINT, token_ids ARRAY<INT>``: each text tokenized
     whole (no special tokens) and cut into chunks of ``sequence_tokens`` tokens.
 
-    ``sequence_id`` is ``xxhash64(text, chunk index)``: deterministic across re-runs."""
+    ``sequence_id`` is ``xxhash64(text, chunk index)``: deterministic across re-runs.  Repeated
+    texts are matched once (a duplicated held-out document says nothing new about chance)."""
     from ..tokenizer import encode_batch, load_tokenizer
 
     tokenizer_path = cfg.resolve(cfg.model.tokenizer_path)
@@ -92,7 +103,7 @@ def holdout_sequences(spark, cfg: AuditConfig, texts_df, sequence_tokens: int | 
 
     from pyspark.sql import functions as F
 
-    tokenized = texts_df.select("text").mapInPandas(tokenize, "text STRING, chunk INT, token_ids ARRAY<INT>")
+    tokenized = texts_df.select("text").dropDuplicates(["text"]).mapInPandas(tokenize, "text STRING, chunk INT, token_ids ARRAY<INT>")
     return tokenized.select(F.xxhash64("text", "chunk").alias("sequence_id"), "token_ids")
 
 

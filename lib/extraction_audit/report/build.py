@@ -27,8 +27,8 @@ import pandas as pd
 from ..config import AuditConfig
 from ..errors import UserFacingError
 from . import queries as Q
-from .bootstrap import (STATS, Estimate, SampleSummaries, difference, interval,
-                        poisson_bootstrap_spark)
+from .bootstrap import (STATS, Estimate, SampleSummaries, difference, interval, poisson_bootstrap_spark,
+                        z_value)
 from .curves import METRICS, describe_comparison, find_crossings
 from .extrapolation import RichnessEstimate, estimate_richness, extrapolation_curve
 
@@ -89,8 +89,6 @@ class _Queries:
     """Runs named queries and remembers (name, parameters) for the report's appendix."""
 
     def __init__(self, spark, confidence: float):
-        from .bootstrap import z_value
-
         self.spark = spark
         self.z = z_value(confidence)
         self.log: list[dict] = []
@@ -156,7 +154,7 @@ def collect_report_data(spark, cfg: AuditConfig, run_id: str, compare_run_ids=()
             frequency[frequency["run_id"] == rid],
             per_sample[per_sample["run_id"] == rid] if rid in on_driver else None, warnings)
 
-    comparisons = [_compare(q, runs[run_id], runs[other], labels, rc.confidence) for other in compare]
+    comparisons = [_compare(q, runs[run_id], runs[other], rc.confidence) for other in compare]
 
     tables = {
         "DOC_COUNT_HISTOGRAM": q("DOC_COUNT_HISTOGRAM", run_id=run_id),
@@ -202,7 +200,7 @@ def _analyse_run(q: _Queries, cfg: AuditConfig, run_id: str, info: dict, headlin
         mismatched = False
         for row in growth.to_dict("records"):
             n_first = summaries.prefix_length(row["n_samples"], row["generated_tokens"])
-            point = summaries.point(n_first) if n_first else None
+            point = summaries.point(n_first) if n_first is not None else None
             if point is None or point["distinct_passages"] != row["distinct_passages"] or \
                     point["extracted_tokens"] != row["extracted_tokens"]:
                 mismatched = True
@@ -264,7 +262,7 @@ def _check_run_metrics(growth: pd.DataFrame, headline: dict, run_id: str, warnin
                                 f"({row[stat]}) differs from the passage tables ({headline.get(stat)}).")
 
 
-def _compare(q: _Queries, a: RunResult, b: RunResult, labels: dict[str, str], confidence: float) -> Comparison:
+def _compare(q: _Queries, a: RunResult, b: RunResult, confidence: float) -> Comparison:
     aligned = q("COMPARE_AT_EQUAL_BUDGETS", run_id=a.run_id, other_run_id=b.run_id)
     for metric in METRICS:
         lows, highs = [], []

@@ -87,7 +87,7 @@ def find_crossings(aligned: pd.DataFrame, run_a: str, run_b: str, metric: str) -
 
 
 def _fmt(metric: str, value: float) -> str:
-    return f"{value:.3%}" if metric == "share_extracted" else f"{value:,.0f}"
+    return f"{value:.2%}" if metric == "share_extracted" else f"{value:,.0f}"
 
 
 def describe_comparison(aligned: pd.DataFrame, run_a: str, run_b: str, labels: dict[str, str] | None = None

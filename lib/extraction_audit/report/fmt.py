@@ -35,7 +35,8 @@ def interval(est, share: bool = False, signed: bool = False, integer: bool = Fal
         high = min(high, 1.0) if share else high
     if integer and not share:
         low, high = math.floor(low + 1e-9), math.ceil(high - 1e-9)
-    return f"{number(low, share)} to {number(high, share)}" if signed else f"{number(low, share)} – {number(high, share)}"
+    separator = " to " if signed else " – "
+    return f"{number(low, share)}{separator}{number(high, share)}"
 
 
 def value_with_interval(est: Estimate | None, share: bool = False, integer: bool = True) -> str:

@@ -10,6 +10,7 @@ import base64
 import json
 from html import escape
 
+import numpy as np
 import pandas as pd
 
 from . import fmt
@@ -49,8 +50,10 @@ def _cell(value, kind: str = "") -> str:
         return f'<td class="num">{fmt.number(value)}</td>'
     if kind == "passage":
         return f'<td class="passage">{escape("" if fmt.is_missing(value) else str(value))}</td>'
-    if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
-        value = ", ".join(str(v) for v in (value.tolist() if hasattr(value, "tolist") else value))
+    if isinstance(value, (list, tuple, np.ndarray)):
+        value = ", ".join(str(v) for v in value)
+    elif isinstance(value, float) and not fmt.is_missing(value):
+        value = f"{value:.3g}"
     return f"<td>{escape('' if fmt.is_missing(value) else str(value))}</td>"
 
 
@@ -105,6 +108,8 @@ def render(data, figures: dict[str, bytes | None]) -> str:
         ("Passages stitched across documents (doc_count 0, flagged)", fmt.number(h["stitched_passages"]),
          _q("HEADLINE")),
         ("Low-entropy passages (excluded above)", fmt.number(h["low_entropy_passages"]), _q("HEADLINE")),
+        ("Passages that only copy the sample's prompt (excluded above)", fmt.number(h.get("prompt_copy_passages")),
+         _q("HEADLINE")),
         ("Passages first seen in this run (model family)", fmt.number(h["new_passages"]), _q("HEADLINE")),
         ("Distinct personal-data values tagged", fmt.value_with_interval(e["pii_found"]), _q("HEADLINE")),
         ("… of which found in the corpus", fmt.value_with_interval(e["pii_in_corpus"]), _q("HEADLINE")),
@@ -123,7 +128,7 @@ def render(data, figures: dict[str, bytes | None]) -> str:
         "<h2 id='summary'>Summary</h2>",
         f"<p>Intervals are {conf} intervals: shares and token counts by the {escape(PERCENTILE_METHOD)}; "
         f"distinct counts by {escape(SE_METHOD)} ({escape(main.bootstrap_method)}). Counts exclude low-entropy "
-        "filler. The result is a lower bound set by the effort spent; see Limitations.</p>",
+        "filler and passages that only copy the prompt. The result is a lower bound set by the effort spent; see Limitations.</p>",
         _rows(summary),
     ]
 
@@ -236,7 +241,7 @@ def render(data, figures: dict[str, bytes | None]) -> str:
               _img(figures.get("doc_count_histogram"), "document-count histogram"),
               _table(data.tables["DOC_COUNT_HISTOGRAM"], [
                   ("doc_count_bucket", "documents containing the passage", ""), ("passages", "passages", "num"),
-                  ("low_entropy_passages", "low-entropy (excluded)", "num"),
+                  ("excluded_passages", "low-entropy or prompt copy (excluded)", "num"),
                   ("emitting_samples", "sample emissions", "num")])]
     passage_cols = [("passage_id", "passage", ""), ("n_tokens", "tokens", "num"), ("n_samples", "samples", "num"),
                     ("emission_rate", "emission rate per sample", "share"),

@@ -85,17 +85,21 @@ def growth_curve_png(growth: pd.DataFrame, labels: dict[str, str], intervals: di
 def doc_count_histogram_png(histogram: pd.DataFrame) -> bytes | None:
     """Passages by document-count bucket: 1-2 documents (privacy findings) in red,
     0 (stitched across documents) in orange, more documents (boilerplate) in grey."""
-    if histogram.empty or histogram["passages"].sum() + histogram["low_entropy_passages"].sum() == 0:
+    if histogram.empty or histogram["passages"].sum() + histogram["excluded_passages"].sum() == 0:
         return None
     fig = _figure(7, 3.4)
     ax = fig.subplots()
     order = histogram.sort_values("bucket_order")
     colors = ["#ff7f0e" if b == 0 else "#d62728" if b in (1, 2) else "#7f7f7f" for b in order["bucket_order"]]
-    ax.bar(order["doc_count_bucket"], order["passages"], color=colors, label="passages")
-    ax.bar(order["doc_count_bucket"], order["low_entropy_passages"], bottom=order["passages"], color="#dddddd",
-           label="low-entropy (excluded)")
+    from matplotlib.patches import Patch
+
+    ax.bar(order["doc_count_bucket"], order["passages"], color=colors)
+    ax.bar(order["doc_count_bucket"], order["excluded_passages"], bottom=order["passages"], color="#dddddd")
     ax.set_xlabel("corpus documents containing the passage")
     ax.set_ylabel("distinct passages")
     ax.set_title("Document count: 1-2 = privacy findings, many = boilerplate", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.legend(handles=[Patch(color="#d62728", label="rare: privacy findings"),
+                       Patch(color="#7f7f7f", label="repeated (boilerplate, licences, news)"),
+                       Patch(color="#ff7f0e", label="stitched across documents (flagged)"),
+                       Patch(color="#dddddd", label="low-entropy filler or prompt copy (excluded)")], fontsize=7)
     return _png(fig)

@@ -140,7 +140,8 @@ ORDER BY a.budget_tokens
 # Whole-run headline numbers and the inputs of their uncertainty
 # ---------------------------------------------------------------------------------------
 
-HEADLINE = _query("HEADLINE", "Headline counts per run, whole run (low-entropy filler excluded)", """
+HEADLINE = _query("HEADLINE", "Headline counts per run, whole run (low-entropy filler and prompt copies "
+                   "excluded)", """
 WITH r AS (
   SELECT run_id FROM runs WHERE array_contains(:run_ids, run_id)
 ),
@@ -151,13 +152,15 @@ s AS (
 ),
 p AS (
   SELECT run_id,
-         count_if(NOT is_low_entropy) AS distinct_passages,
-         count_if(NOT is_low_entropy AND doc_count BETWEEN 1 AND :rare_doc_count) AS distinct_rare_passages,
-         count_if(NOT is_low_entropy AND doc_count = 1) AS single_document_passages,
-         count_if(NOT is_low_entropy AND doc_count = 0) AS stitched_passages,
+         count_if(counted) AS distinct_passages,
+         count_if(counted AND doc_count BETWEEN 1 AND :rare_doc_count) AS distinct_rare_passages,
+         count_if(counted AND doc_count = 1) AS single_document_passages,
+         count_if(counted AND doc_count = 0) AS stitched_passages,
          count_if(is_low_entropy) AS low_entropy_passages,
-         count_if(NOT is_low_entropy AND first_seen_run_id = run_id) AS new_passages
-  FROM extracted_passages WHERE array_contains(:run_ids, run_id)
+         count_if(NOT is_low_entropy AND NOT counted) AS prompt_copy_passages,
+         count_if(counted AND first_seen_run_id = run_id) AS new_passages
+  FROM (SELECT *, NOT is_low_entropy AND NOT coalesce(is_prompt_copy, false) AS counted
+        FROM extracted_passages WHERE array_contains(:run_ids, run_id))
   GROUP BY run_id
 ),
 o AS (
@@ -165,7 +168,7 @@ o AS (
          count(DISTINCT o.sample_id) AS samples_with_passage
   FROM passage_occurrences o
   JOIN extracted_passages p ON p.run_id = o.run_id AND p.passage_id = o.passage_id
-  WHERE array_contains(:run_ids, o.run_id) AND NOT p.is_low_entropy
+  WHERE array_contains(:run_ids, o.run_id) AND NOT p.is_low_entropy AND NOT coalesce(p.is_prompt_copy, false)
   GROUP BY o.run_id
 ),
 pii AS (
@@ -184,6 +187,7 @@ SELECT r.run_id,
        coalesce(p.single_document_passages, 0) AS single_document_passages,
        coalesce(p.stitched_passages, 0) AS stitched_passages,
        coalesce(p.low_entropy_passages, 0) AS low_entropy_passages,
+       coalesce(p.prompt_copy_passages, 0) AS prompt_copy_passages,
        coalesce(p.new_passages, 0) AS new_passages,
        coalesce(o.samples_with_passage, 0) AS samples_with_passage,
        coalesce(pii.pii_found, 0) AS pii_found,
@@ -202,6 +206,7 @@ PER_SAMPLE_SUMMARY = _query(
 WITH passages AS (
   SELECT run_id, passage_id, doc_count BETWEEN 1 AND :rare_doc_count AS is_rare
   FROM extracted_passages WHERE array_contains(:run_ids, run_id) AND NOT is_low_entropy
+        AND NOT coalesce(is_prompt_copy, false)
 ),
 occ AS (
   SELECT o.run_id, o.sample_id,
@@ -240,6 +245,7 @@ SELECT run_id,
        count_if(doc_count BETWEEN 1 AND :rare_doc_count) AS rare_passages
 FROM extracted_passages
 WHERE array_contains(:run_ids, run_id) AND NOT is_low_entropy
+        AND NOT coalesce(is_prompt_copy, false)
 GROUP BY run_id, n_samples
 ORDER BY run_id, k
 """)
@@ -250,7 +256,7 @@ WITH occ AS (
   SELECT o.sample_id, o.passage_id, o.`end` - o.start AS tokens
   FROM passage_occurrences o
   JOIN extracted_passages p ON p.run_id = o.run_id AND p.passage_id = o.passage_id
-  WHERE o.run_id = :run_id AND NOT p.is_low_entropy
+  WHERE o.run_id = :run_id AND NOT p.is_low_entropy AND NOT coalesce(p.is_prompt_copy, false)
 ),
 per_sample AS (
   SELECT sample_id, sum(tokens) AS extracted_tokens FROM occ GROUP BY sample_id
@@ -285,7 +291,7 @@ WITH bucketed AS (
   SELECT CASE WHEN doc_count <= 0 THEN 0 WHEN doc_count = 1 THEN 1 WHEN doc_count = 2 THEN 2
               WHEN doc_count < 10 THEN 3 WHEN doc_count < 100 THEN 4 WHEN doc_count < 1000 THEN 5
               ELSE 6 END AS bucket_order,
-         is_low_entropy, n_samples
+         is_low_entropy OR coalesce(is_prompt_copy, false) AS excluded, n_samples
   FROM extracted_passages WHERE run_id = :run_id
 ),
 buckets AS (
@@ -293,9 +299,9 @@ buckets AS (
                        (5, '100-999'), (6, '1000+') AS b(bucket_order, doc_count_bucket)
 )
 SELECT b.bucket_order, b.doc_count_bucket,
-       count_if(NOT x.is_low_entropy) AS passages,
-       count_if(x.is_low_entropy) AS low_entropy_passages,
-       coalesce(sum(CASE WHEN NOT x.is_low_entropy THEN x.n_samples END), 0) AS emitting_samples
+       count_if(NOT x.excluded) AS passages,
+       count_if(x.excluded) AS excluded_passages,
+       coalesce(sum(CASE WHEN NOT x.excluded THEN x.n_samples END), 0) AS emitting_samples
 FROM buckets b LEFT JOIN bucketed x ON x.bucket_order = b.bucket_order
 GROUP BY b.bucket_order, b.doc_count_bucket
 ORDER BY b.bucket_order
@@ -315,7 +321,8 @@ TOP_RARE_PASSAGES = _query(
 WITH n AS (SELECT count(*) AS samples FROM samples WHERE run_id = :run_id)
 SELECT {_PASSAGE_COLUMNS}
 FROM extracted_passages p CROSS JOIN n
-WHERE p.run_id = :run_id AND NOT p.is_low_entropy AND p.doc_count BETWEEN 1 AND :rare_doc_count
+WHERE p.run_id = :run_id AND NOT p.is_low_entropy AND NOT coalesce(p.is_prompt_copy, false)
+  AND p.doc_count BETWEEN 1 AND :rare_doc_count
 ORDER BY p.n_samples DESC, p.n_tokens DESC, p.passage_id
 LIMIT :limit
 """)
@@ -326,7 +333,7 @@ TOP_EMITTED_PASSAGES = _query(
 WITH n AS (SELECT count(*) AS samples FROM samples WHERE run_id = :run_id)
 SELECT {_PASSAGE_COLUMNS}
 FROM extracted_passages p CROSS JOIN n
-WHERE p.run_id = :run_id AND NOT p.is_low_entropy
+WHERE p.run_id = :run_id AND NOT p.is_low_entropy AND NOT coalesce(p.is_prompt_copy, false)
 ORDER BY p.n_samples DESC, p.n_tokens DESC, p.passage_id
 LIMIT :limit
 """)
@@ -336,7 +343,8 @@ NEW_PASSAGES = _query(
 WITH n AS (SELECT count(*) AS samples FROM samples WHERE run_id = :run_id)
 SELECT {_PASSAGE_COLUMNS}
 FROM extracted_passages p CROSS JOIN n
-WHERE p.run_id = :run_id AND NOT p.is_low_entropy AND p.first_seen_run_id = :run_id
+WHERE p.run_id = :run_id AND NOT p.is_low_entropy AND NOT coalesce(p.is_prompt_copy, false)
+  AND p.first_seen_run_id = :run_id
 ORDER BY p.doc_count, p.n_samples DESC, p.passage_id
 LIMIT :limit
 """)
@@ -346,7 +354,7 @@ PASSAGES_NOT_IN_RUN = _query(
 WITH n AS (SELECT count(*) AS samples FROM samples WHERE run_id = :run_id)
 SELECT {_PASSAGE_COLUMNS}
 FROM extracted_passages p CROSS JOIN n
-WHERE p.run_id = :run_id AND NOT p.is_low_entropy
+WHERE p.run_id = :run_id AND NOT p.is_low_entropy AND NOT coalesce(p.is_prompt_copy, false)
   AND NOT EXISTS (SELECT 1 FROM extracted_passages q
                   WHERE q.run_id = :other_run_id AND q.passage_id = p.passage_id)
 ORDER BY p.doc_count, p.n_samples DESC, p.passage_id
@@ -375,7 +383,8 @@ RARE_PASSAGES_WITH_DOCUMENTS = _query(
 WITH rare AS (
   SELECT p.passage_id, p.doc_count, p.n_samples, p.n_tokens, p.text, p.example_doc_ids, r.corpus_id
   FROM extracted_passages p JOIN runs r ON r.run_id = p.run_id
-  WHERE p.run_id = :run_id AND NOT p.is_low_entropy AND p.doc_count BETWEEN 1 AND :rare_doc_count
+  WHERE p.run_id = :run_id AND NOT p.is_low_entropy AND NOT coalesce(p.is_prompt_copy, false)
+  AND p.doc_count BETWEEN 1 AND :rare_doc_count
   ORDER BY p.n_samples DESC, p.n_tokens DESC, p.passage_id
   LIMIT :limit
 ),

@@ -29,7 +29,8 @@ def settings_lines(data) -> list[str]:
         f"Sampling settings: {_sampling(info.get('sampling'))}.",
         f"Prompt strategies (share of samples): {info.get('prompt_strategy') or 'not recorded'}.",
         f"Match rule: a span of at least {n if not fmt.is_missing(n) else 'n'} tokens found verbatim in corpus "
-        f"'{info.get('corpus_id')}' counts as extracted; low-entropy filler is flagged and excluded; "
+        f"'{info.get('corpus_id')}' counts as extracted; low-entropy filler and passages that only copy the "
+        "sample's prompt are flagged and excluded; "
         f"passages in 1–{data.rare_doc_count} documents are rare (privacy findings).",
         f"Uncertainty: {main.bootstrap_method}; confidence {data.confidence:.0%}.",
     ]

@@ -64,7 +64,7 @@ class HFBackend:
         layout = BatchLayout(
             pad_lengths=torch.from_numpy(pad_lengths).to(self.device),
             prompt_width=width,
-            seeds=torch.from_numpy(np.asarray(seeds, dtype=np.int64)).to(self.device),
+            seeds=torch.from_numpy(np.ascontiguousarray(seeds, dtype=np.int64)).to(self.device),
         )
         config = GenerationConfig(
             do_sample=False,

@@ -20,7 +20,6 @@ from . import BackendSpec, GeneratedBatch
 
 def _import_vllm():
     try:
-        import vllm  # noqa: F401
         from vllm import LLM, SamplingParams
     except ImportError as err:
         raise UserFacingError(

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from extraction_audit.config import GenerationConfig, PromptStrategyConfig
+from extraction_audit.errors import UserFacingError
 from extraction_audit.generate.prompts import (
     ListSource,
     PlanContext,
@@ -118,6 +119,16 @@ def test_repeat_word_applies_the_chat_template_when_present(tok, chat_tok):
     assert set(plain["prompt_text"]) == {t.removeprefix("<|user|>").removesuffix("\n<|assistant|>") for t in texts}
     off = strategy.model_copy(update={"chat_template": False})
     assert not any("<|user|>" in t for t in build_plan(np.arange(10), PlanContext(_gen(off), chat_tok))["prompt_text"])
+    forced = strategy.model_copy(update={"chat_template": True})
+    with pytest.raises(UserFacingError, match="no chat template"):
+        build_plan(np.arange(10), PlanContext(_gen(forced), tok))
+
+
+def test_templates_keep_other_braces(tok):
+    strategy = PromptStrategyConfig(strategy="repeat_word", words=["book"], repetitions=[2],
+                                    templates=['{"task": "repeat", "text": "{words}"}'])
+    plan = build_plan(np.arange(3), PlanContext(_gen(strategy), tok))
+    assert set(plan["prompt_text"]) == {'{"task": "repeat", "text": "book book"}'}
 
 
 def test_file_prompts_and_mixed_plan(tok):
@@ -188,8 +199,6 @@ def test_prompt_source_numbering_ignores_file_layout(spark, cfg, tmp_path):
 
 
 def test_prompt_source_errors_name_the_setting(spark, cfg, tmp_path):
-    from extraction_audit.errors import UserFacingError
-
     path = tmp_path / "p.jsonl"
     path.write_text('{"other": "x"}\n')
     strategy = PromptStrategyConfig(strategy="file", source=str(path), source_format="jsonl")

@@ -31,6 +31,17 @@ class TableSpec:
     columns: tuple[tuple[str, str, str], ...]  # (name, type, comment)
     key: tuple[str, ...]
     partition_by: tuple[str, ...] = ()
+    # Columns holding generated or personal text: kept out of Delta's per-file statistics,
+    # which live in the _delta_log (kept 30 days) where `purge` + VACUUM cannot reach them.
+    private_columns: tuple[str, ...] = ()
+
+    @property
+    def stats_columns(self) -> str | None:
+        if not self.private_columns:
+            return None
+        return ",".join(c for c, t, _ in self.columns
+                        if c not in self.private_columns and c not in self.partition_by
+                        and t in ("STRING", "INT", "BIGINT", "DOUBLE", "TIMESTAMP", "BOOLEAN", "TINYINT"))
 
     @property
     def ddl(self) -> str:
@@ -185,6 +196,7 @@ SAMPLES = _table(TableSpec(
     ),
     key=("run_id", "sample_id"),
     partition_by=("run_id",),
+    private_columns=("prompt_text", "text"),
 ))
 
 PASSAGE_OCCURRENCES = _table(TableSpec(
@@ -227,6 +239,7 @@ EXTRACTED_PASSAGES = _table(TableSpec(
     ),
     key=("run_id", "passage_id"),
     partition_by=("run_id",),
+    private_columns=("text",),
 ))
 
 PII_FINDINGS = _table(TableSpec(
@@ -483,9 +496,11 @@ class Tables:
         loc = ""
         if self.database and self.cfg.storage.warehouse and self.location(name):
             loc = f" LOCATION '{self.location(name)}'"
+        props = (f" TBLPROPERTIES ('delta.dataSkippingStatsColumns' = '{spec.stats_columns}')"
+                 if spec.stats_columns else "")
         with_conflict_retries(lambda: self.spark.sql(
             f"CREATE TABLE IF NOT EXISTS {self.ref(name)} ({spec.ddl}) USING DELTA{parts}{loc} "
-            f"COMMENT '{_q(spec.comment)}'"
+            f"COMMENT '{_q(spec.comment)}'{props}"
         ), f"create {name}")
         present = set(self.spark.table(self.ref(name)).columns if self.database else
                       self.spark.read.format("delta").load(self.location(name)).columns)
@@ -494,6 +509,11 @@ class Tables:
             cols = ", ".join(f"`{c}` {t} COMMENT '{_q(d)}'" for c, t, d in missing)
             with_conflict_retries(lambda: self.spark.sql(f"ALTER TABLE {self.ref(name)} ADD COLUMNS ({cols})"),
                                   f"add columns to {name}")
+        if spec.stats_columns and missing:
+            # Newly added columns must not start collecting statistics of private text.
+            with_conflict_retries(lambda: self.spark.sql(
+                f"ALTER TABLE {self.ref(name)} SET TBLPROPERTIES "
+                f"('delta.dataSkippingStatsColumns' = '{spec.stats_columns}')"), f"set properties of {name}")
         self._ensured.add(name)
 
     def ensure_all(self) -> None:

@@ -25,7 +25,10 @@ def run(args) -> int:
     from ..runs import new_run_id
     from ..spark import get_spark
 
+    from ..tokenizer import check_model_location
+
     cfg = cli.load_cli_config(args)
+    check_model_location(cfg.resolve(cfg.model.path), "model.path")  # before a minute of Spark start-up
     run_id = args.run_id or new_run_id()
     spark = get_spark(cfg)
     stats = run_generation(spark, cfg, run_id, budget_tokens=args.budget_tokens)

@@ -210,7 +210,8 @@ def repeat_word_combinations(strategy: PromptStrategyConfig) -> list[tuple[str, 
     """(word, user message) for every word x template x repetition count."""
     out = []
     for word, template, reps in itertools.product(strategy.words, strategy.templates, strategy.repetitions):
-        out.append((word, template.format(words=" ".join([word] * int(reps)), word=word)))
+        # str.replace, not format: templates may hold other braces (JSON, code).
+        out.append((word, template.replace("{words}", " ".join([word] * int(reps))).replace("{word}", word)))
     return out
 
 
@@ -263,6 +264,14 @@ def build_plan(sample_ids, ctx: PlanContext) -> pd.DataFrame:
     return plan[PLAN_COLUMNS]
 
 
+def _use_chat_template(k: int, strategy: PromptStrategyConfig, tok, default: bool) -> bool:
+    if strategy.chat_template is None:
+        return default
+    if strategy.chat_template and not has_chat_template(tok):
+        raise UserFacingError(f"prompts[{k}].chat_template is true but the tokenizer has no chat template")
+    return strategy.chat_template
+
+
 def _prompts_for(k: int, strategy: PromptStrategyConfig, picks: np.ndarray, prefix_draws: np.ndarray,
                  ctx: PlanContext) -> tuple[list[str], list[list[int]], list[str | None]]:
     tok = ctx.tokenizer
@@ -273,7 +282,7 @@ def _prompts_for(k: int, strategy: PromptStrategyConfig, picks: np.ndarray, pref
     if strategy.strategy == "repeat_word":
         combos = repeat_word_combinations(strategy)
         chosen = (picks % np.uint64(len(combos))).astype(np.int64)
-        use_template = has_chat_template(tok) if strategy.chat_template is None else strategy.chat_template
+        use_template = _use_chat_template(k, strategy, tok, default=has_chat_template(tok))
         texts, ids, words = [], [], []
         for c in chosen:
             key = (k, int(c))
@@ -290,7 +299,7 @@ def _prompts_for(k: int, strategy: PromptStrategyConfig, picks: np.ndarray, pref
     line_index = (picks % np.uint64(source.count)).astype(np.int64)
     lines = source.lookup(line_index)
     if strategy.strategy == "file":
-        use_template = bool(strategy.chat_template) and has_chat_template(tok)
+        use_template = _use_chat_template(k, strategy, tok, default=False)
         rendered = [render_prompt(tok, line, use_template) for line in lines]
         return [r[0] for r in rendered], [r[1] for r in rendered], [None] * n
     # public_prefix: the first L tokens of the line, L uniform in [min, max]

@@ -131,11 +131,12 @@ def _control_keys(tables: Tables, settings: DetectionSettings, control_run_id: s
 
 
 def run_pii(spark, cfg: AuditConfig, run_id: str, control_run_id: str | None = None,
-            tables: Tables | None = None) -> dict:
+            tables: Tables | None = None, record_step: bool = True) -> dict:
     """Tag, look up and write the run's personal-data findings; returns the step stats.
 
-    When the run has a ``runs`` row, its status follows the step (running:pii, then the
-    recorded stats, or failed:pii with the error)."""
+    When the run has a ``runs`` row and ``record_step`` is true, its status follows the step
+    (running:pii, then the recorded stats, or failed:pii with the error); a step runner that
+    records steps itself passes ``record_step=False``."""
     tables = tables or Tables(spark, cfg)
     _run_literal(run_id)
     if not cfg.pii.enabled:
@@ -144,8 +145,8 @@ def run_pii(spark, cfg: AuditConfig, run_id: str, control_run_id: str | None = N
     settings = DetectionSettings.from_config(cfg)
     record = RunRecord(tables, run_id)
     run_row = record.get() if tables.exists("runs") else None
-    if not run_row:
-        return _run_pii(spark, cfg, tables, settings, run_id, control_run_id, {})
+    if not run_row or not record_step:
+        return _run_pii(spark, cfg, tables, settings, run_id, control_run_id, run_row or {})
     record.step_started("pii")
     try:
         stats = _run_pii(spark, cfg, tables, settings, run_id, control_run_id, run_row)

@@ -10,13 +10,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from conftest import make_config, words
 from extraction_audit.errors import UserFacingError
 from extraction_audit.hashing import HashConfig, hash_concatenated, hash_window_reference, hash_windows
-from extraction_audit.index import NgramIndex, build_index, corpus_stats
+from extraction_audit.index import NgramIndex, build_index
 from extraction_audit.tables import Tables
 
 

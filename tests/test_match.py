@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from datetime import datetime
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -429,7 +429,7 @@ def run_match(spark, cfg: AuditConfig, run_id: str, tables: Tables | None = None
     if run is None:
         raise UserFacingError(f"run {run_id!r} does not exist; generate or import samples first")
     index = NgramIndex(spark, cfg, tables)
-    meta = index.require_meta()
+    index.require_meta()
     if run.get("tokenizer"):
         index.check_tokenizer(run["tokenizer"])
     samples = tables.read("samples").where(F.col("run_id") == run_id)

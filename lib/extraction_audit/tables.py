@@ -190,7 +190,7 @@ SAMPLES = _table(TableSpec(
         ("text", "STRING", "Decoded generated text"),
         ("n_tokens", "INT", "Number of generated tokens"),
         ("seed", "BIGINT", "Sampling seed of this sample"),
-        ("divergence_offset", "INT", "repeat_word: first generated token offset that leaves the repetition"),
+        ("divergence_offset", "INT", "repeat_word: generated token offset just after the last repetition of the word before the output diverges (0: never repeated, NULL: never diverged)"),
         ("finish_reason", "STRING", "length, eos, or imported"),
         ("created_at", "TIMESTAMP", "When generated"),
     ),

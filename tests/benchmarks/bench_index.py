@@ -52,6 +52,25 @@ def numpy_baseline(docs, n: int) -> tuple[float, int]:
     return time.perf_counter() - t0, len(distinct)
 
 
+def write_pretokenized_corpus(spark, tables, docs, parts: int = 16) -> None:
+    """``corpus_documents`` rows for already-tokenized documents (tokenization not measured)."""
+    import pandas as pd
+
+    from extraction_audit.tables import CORPUS_DOCUMENTS
+    from extraction_audit.tokens import encode_tokens
+
+    pdf = pd.DataFrame({
+        "corpus_id": "bench", "doc_id": [f"doc{i:07d}" for i in range(len(docs))], "source": "synthetic",
+        "text": None, "token_bytes": [encode_tokens(d, 2) for d in docs], "token_width": 2,
+        "n_tokens": [len(d) for d in docs], "n_chars": 0, "tokenizer": "bench", "build_id": "b1",
+        "ingested_at": pd.Timestamp("2026-01-01"),
+    })
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "256")
+    chunk = max(1, (len(pdf) + parts - 1) // parts)
+    for i in range(0, len(pdf), chunk):
+        tables.append("corpus_documents", spark.createDataFrame(pdf.iloc[i:i + chunk], CORPUS_DOCUMENTS.schema))
+
+
 def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*.parquet"))
 
@@ -66,8 +85,7 @@ def main() -> None:
     from extraction_audit.config import parse_config
     from extraction_audit.index import IndexMeta, _merge_build_ngrams
     from extraction_audit.spark import get_spark
-    from extraction_audit.tables import CORPUS_DOCUMENTS, Tables
-    from extraction_audit.tokens import encode_tokens
+    from extraction_audit.tables import Tables
 
     work = Path(tempfile.mkdtemp(prefix="bench-index-"))
     cfg = parse_config({
@@ -86,19 +104,7 @@ def main() -> None:
 
     spark = get_spark(cfg)
     tables = Tables(spark, cfg)
-    import pandas as pd
-
-    pdf = pd.DataFrame({
-        "corpus_id": "bench", "doc_id": [f"doc{i:07d}" for i in range(len(docs))], "source": "synthetic",
-        "text": None, "token_bytes": [encode_tokens(d, 2) for d in docs], "token_width": 2,
-        "n_tokens": [len(d) for d in docs], "n_chars": 0, "tokenizer": "bench", "build_id": "b1",
-        "ingested_at": pd.Timestamp("2026-01-01"),
-    })
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "256")
-    parts = max(8, 4 * args.cores)
-    chunk = (len(pdf) + parts - 1) // parts
-    for i in range(0, len(pdf), chunk):
-        tables.append("corpus_documents", spark.createDataFrame(pdf.iloc[i:i + chunk], CORPUS_DOCUMENTS.schema))
+    write_pretokenized_corpus(spark, tables, docs, parts=max(8, 4 * args.cores))
     meta = IndexMeta("bench", "bench", "bench", args.n, 64, 4, 16, 2)
     t0 = time.perf_counter()
     _merge_build_ngrams(spark, tables, meta, "b1")

@@ -45,14 +45,13 @@ def main() -> None:
 
     import pandas as pd
 
-    from bench_index import synthetic_corpus
+    from bench_index import synthetic_corpus, write_pretokenized_corpus
     from extraction_audit.config import parse_config
     from extraction_audit.hashing import HashConfig, hash_concatenated
     from extraction_audit.index import IndexMeta, _merge_build_ngrams, _write_meta
     from extraction_audit.match import match_sequences
     from extraction_audit.spark import get_spark
-    from extraction_audit.tables import CORPUS_DOCUMENTS, Tables
-    from extraction_audit.tokens import encode_tokens
+    from extraction_audit.tables import Tables
 
     work = Path(tempfile.mkdtemp(prefix="bench-match-"))
     cfg = parse_config({
@@ -96,15 +95,7 @@ def main() -> None:
     # ---- Spark: index (not timed here; see bench_index.py), then the full matcher
     spark = get_spark(cfg)
     tables = Tables(spark, cfg)
-    pdf = pd.DataFrame({
-        "corpus_id": "bench", "doc_id": [f"doc{i:07d}" for i in range(len(docs))], "source": "synthetic",
-        "text": None, "token_bytes": [encode_tokens(d, 2) for d in docs], "token_width": 2,
-        "n_tokens": [len(d) for d in docs], "n_chars": 0, "tokenizer": "bench", "build_id": "b1",
-        "ingested_at": pd.Timestamp("2026-01-01"),
-    })
-    chunk = max(1, len(pdf) // 16)
-    for i in range(0, len(pdf), chunk):
-        tables.append("corpus_documents", spark.createDataFrame(pdf.iloc[i:i + chunk], CORPUS_DOCUMENTS.schema))
+    write_pretokenized_corpus(spark, tables, docs)
     meta = IndexMeta("bench", "bench", "bench", args.n, 64, 4, 16, 2)
     _merge_build_ngrams(spark, tables, meta, "b1")
     _write_meta(spark, tables, meta)

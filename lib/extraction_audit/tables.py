@@ -41,7 +41,7 @@ class TableSpec:
             return None
         return ",".join(c for c, t, _ in self.columns
                         if c not in self.private_columns and c not in self.partition_by
-                        and t in ("STRING", "INT", "BIGINT", "DOUBLE", "TIMESTAMP", "BOOLEAN", "TINYINT"))
+                        and t in ("STRING", "INT", "BIGINT", "DOUBLE", "TIMESTAMP", "TINYINT"))
 
     @property
     def ddl(self) -> str:

@@ -70,6 +70,7 @@ def run_demo(spark=None, demo_dir: str = "./ea-data/demo", budget_tokens: int = 
     summary = summarise(spark, cfg, target["run_id"], control["run_id"])
     summary["seconds"] = round(time.time() - t0, 1)
     summary["report"] = (target["steps"].get("report") or {})
+    summary["calibration"] = (target["steps"].get("rank") or {}).get("calibration") or []
     print(format_summary(summary, cfg))
     return summary
 
@@ -124,6 +125,11 @@ def format_summary(summary: dict, cfg: AuditConfig) -> str:
         lines.append("personal data in samples (distinct values; in corpus):")
         for p in summary["pii"]:
             lines.append(f"  {p['entity_type']:<16} {p['values']:>4} {p['in_corpus']:>4}")
+    if summary.get("calibration"):
+        lines.append("corpus-free scores vs the corpus route (precision@k, AUC):")
+        for c in summary["calibration"]:
+            auc = "n/a" if c.get("auc") is None else f"{c['auc']:.3f}"
+            lines.append(f"  {c['score']:<20} k={c['k']:<5} precision={c['precision_at_k']:.3f} auc={auc}")
     lines.append(f"tables: {summary['warehouse']} (Delta folders; see README for the SQL views)")
     report = summary.get("report") or {}
     if report.get("html"):

@@ -54,7 +54,12 @@ def main() -> None:
     from extraction_audit.tables import Tables
 
     work = Path(tempfile.mkdtemp(prefix="bench-match-"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from conftest import build_word_tokenizer  # ids w0..w49999: passages decode without a real model
+
+    tokenizer = build_word_tokenizer(work / "tokenizer", vocab=50_000)
     cfg = parse_config({
+        "model": {"path": str(tokenizer)},
         "storage": {"warehouse": str(work / "wh")},
         "spark": {"master": f"local[{args.cores}]", "shuffle_partitions": max(4, 2 * args.cores),
                   "driver_memory": "8g", "ui_enabled": True},

@@ -8,6 +8,8 @@ Reads and writes every findings table under the local warehouse (``storage.wareh
 from __future__ import annotations
 
 import logging
+import os
+import secrets
 import time
 from pathlib import Path
 
@@ -37,12 +39,24 @@ def demo_config(assets, base: AuditConfig | None = None, budget_tokens: int = 20
         {"strategy": "empty", "share": 0.3},
     ]
     data["report"]["holdout_source"] = str(assets.holdout_path)
+    if not data["pii"].get("hmac_key") and not os.environ.get(data["pii"]["hmac_key_env"]):
+        data["pii"]["hmac_key"] = demo_pii_key(Path(assets.root))
     if warehouse:
         data["storage"]["warehouse"] = warehouse
     data.pop("base_dir", None)
     new = AuditConfig.model_validate(data)
     new.base_dir = cfg.base_dir
     return new
+
+
+def demo_pii_key(root: Path) -> str:
+    """A random HMAC key made once per demo folder (never a key in the code): the demo
+    works on a fresh machine, and production configs must bring their own key."""
+    path = root / "pii-demo-key"
+    if not path.exists():
+        path.write_text(secrets.token_hex(32), encoding="utf-8")
+        path.chmod(0o600)
+    return path.read_text(encoding="utf-8").strip()
 
 
 def run_demo(spark=None, demo_dir: str = "./ea-data/demo", budget_tokens: int = 20_000,

@@ -143,7 +143,9 @@ def format_summary(summary: dict, cfg: AuditConfig) -> str:
         lines.append("corpus-free scores vs the corpus route (precision@k, AUC):")
         for c in summary["calibration"]:
             auc = "n/a" if c.get("auc") is None else f"{c['auc']:.3f}"
-            lines.append(f"  {c['score']:<20} k={c['k']:<5} precision={c['precision_at_k']:.3f} auc={auc}")
+            k = f"{c.get('k_requested', c['k'])}" + (f" (capped to {c['k']})" if c.get("k_requested", c["k"]) != c["k"]
+                                                      else "")
+            lines.append(f"  {c['score']:<20} k={k:<18} precision={c['precision_at_k']:.3f} auc={auc}")
     lines.append(f"tables: {summary['warehouse']} (Delta folders; see README for the SQL views)")
     report = summary.get("report") or {}
     if report.get("html"):

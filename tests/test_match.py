@@ -14,8 +14,8 @@ from pyspark.testing import assertDataFrameEqual
 from conftest import make_config, words
 from extraction_audit.hashing import HashConfig, hash_window_reference
 from extraction_audit.index import build_index, resolve_meta
-from extraction_audit.match import (budget_checkpoints, is_prompt_copy, low_entropy_reason, passage_id_of,
-                                    run_match, verified_positions)
+from extraction_audit.match import is_prompt_copy, low_entropy_reason, passage_id_of, run_match, verified_positions
+from extraction_audit.metrics import budget_checkpoints, compute_run_metrics
 from extraction_audit.runs import RunRecord
 from extraction_audit.tables import SAMPLES, Tables
 
@@ -87,6 +87,13 @@ def put_samples(spark, cfg, run_id, samples: dict[int, list[int]], prompts: dict
     return tables
 
 
+def match_and_measure(spark, cfg, run_id):
+    """The match step and the metrics step of one run, called directly (no run state)."""
+    stats = run_match(spark, cfg, run_id)
+    compute_run_metrics(spark, cfg, run_id, Tables(spark, cfg), run=RunRecord(Tables(spark, cfg), run_id).get())
+    return stats
+
+
 def findings(spark, cfg, run_id):
     tables = Tables(spark, cfg)
     occ = {(r.sample_id, r.start, r.end, r.passage_id) for r in
@@ -137,7 +144,7 @@ def test_edge_cases_equal_the_oracle(spark, tmp_path, word_tokenizer):
     }
     cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs)
     put_samples(spark, cfg, "r1", samples)
-    stats = run_match(spark, cfg, "r1")
+    stats = match_and_measure(spark, cfg, "r1")
     occ, passages = assert_matches_oracle(spark, cfg, "r1", samples, docs)
     assert (0, 0, 4, passage_id_of([1, 2, 3, 4])) in occ
     assert (0, 8, 12, passage_id_of([6, 7, 8, 9])) in occ
@@ -160,7 +167,7 @@ def test_random_corpora_equal_the_oracle(spark, tmp_path, word_tokenizer):
             rng.integers(0, 12, size=int(rng.integers(0, 6))).tolist()
     cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs, max_postings=64)
     put_samples(spark, cfg, "rr", samples)
-    run_match(spark, cfg, "rr")
+    match_and_measure(spark, cfg, "rr")
     assert_matches_oracle(spark, cfg, "rr", samples, docs)
 
 
@@ -177,7 +184,7 @@ def test_forced_hash_collisions_are_removed_by_verification(spark, tmp_path, wor
     samples[99] = [63] + docs["d1"][2:10] + [63]
     cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs, hash_bits=bits, max_postings=16)
     put_samples(spark, cfg, "hc", samples)
-    stats = run_match(spark, cfg, "hc")
+    stats = match_and_measure(spark, cfg, "hc")
     assert stats["candidate_windows"] > stats["verified_windows"] > 0, stats
     assert_matches_oracle(spark, cfg, "hc", samples, docs)
 
@@ -187,7 +194,7 @@ def test_doc_count_bounds_for_frequent_passages(spark, tmp_path, word_tokenizer)
     docs = {f"d{i:02d}": [i % 10, 40 + i % 7] + boiler + [i % 9] for i in range(12)}
     cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs, max_postings=3)
     put_samples(spark, cfg, "fq", {0: [61] + boiler + [62]})
-    run_match(spark, cfg, "fq")
+    match_and_measure(spark, cfg, "fq")
     _, passages = findings(spark, cfg, "fq")
     (p,) = passages.values()
     assert not p.doc_count_is_exact
@@ -200,17 +207,17 @@ def test_rerun_is_idempotent_and_new_samples_update_tables(spark, tmp_path, word
     cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs)
     samples = {0: [60] + list(range(3, 12)) + [61], 1: [62, 62, 62, 62, 62]}
     put_samples(spark, cfg, "idem", samples)
-    run_match(spark, cfg, "idem")
+    match_and_measure(spark, cfg, "idem")
     tables = Tables(spark, cfg)
     before = {t: tables.read(t).where("run_id = 'idem'").collect() for t in
               ("passage_occurrences", "extracted_passages", "run_metrics")}
-    run_match(spark, cfg, "idem")
+    match_and_measure(spark, cfg, "idem")
     for t, rows in before.items():
         assertDataFrameEqual(tables.read(t).where("run_id = 'idem'"), rows)
 
     more = {2: [60] + list(range(32, 40)) + [61]}
     put_samples(spark, cfg, "idem", more)
-    run_match(spark, cfg, "idem")
+    match_and_measure(spark, cfg, "idem")
     assert_matches_oracle(spark, cfg, "idem", {**samples, **more}, docs)
 
 
@@ -220,13 +227,13 @@ def test_prompt_copies_and_filler_are_flagged_and_excluded_from_metrics(spark, t
     cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs)
     samples = {0: [60] + prose + [61], 1: [60] + [7] * 8, 2: [3, 4, 3, 4, 3, 4, 61]}
     put_samples(spark, cfg, "flags", samples, prompts={2: [3, 4]})
-    run_match(spark, cfg, "flags")
+    match_and_measure(spark, cfg, "flags")
     _, passages = findings(spark, cfg, "flags")
     by_tokens = {tuple(p.token_ids): p for p in passages.values()}
     assert not by_tokens[tuple(prose)].is_low_entropy
     assert by_tokens[(7,) * 8].is_low_entropy and by_tokens[(7,) * 8].low_entropy_reason == "repetitive_tokens"
     assert by_tokens[(3, 4, 3, 4, 3, 4)].is_prompt_copy
-    metrics = Tables(spark, cfg).read("run_metrics").where("run_id = 'flags'").orderBy("budget_tokens").collect()
+    metrics = Tables(spark, cfg).read("run_metrics").where(F.col("run_id") == "flags").orderBy("budget_tokens").collect()
     last = metrics[-1]
     assert last.extracted_tokens == len(prose) and last.distinct_passages == 1
     assert last.distinct_rare_passages == 1
@@ -239,8 +246,8 @@ def test_metrics_at_budget_checkpoints(spark, tmp_path, word_tokenizer):
     cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs)
     samples = {sid: ([60] * 5 if sid % 2 else list(range(sid, sid + 5))) for sid in range(20)}
     put_samples(spark, cfg, "cp", samples, budget=100)
-    run_match(spark, cfg, "cp")
-    rows = Tables(spark, cfg).read("run_metrics").where("run_id = 'cp'").orderBy("budget_tokens").collect()
+    match_and_measure(spark, cfg, "cp")
+    rows = Tables(spark, cfg).read("run_metrics").where(F.col("run_id") == "cp").orderBy("budget_tokens").collect()
     assert [r.budget_tokens for r in rows] == [1, 10, 100]
     assert [r.generated_tokens for r in rows] == [0, 10, 100]
     assert [r.n_samples for r in rows] == [0, 2, 20]
@@ -252,9 +259,9 @@ def test_first_seen_run_tracks_passages_across_runs(spark, tmp_path, word_tokeni
     docs = {"a": list(range(30))}
     cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs)
     put_samples(spark, cfg, "night1", {0: list(range(0, 6))})
-    run_match(spark, cfg, "night1")
+    match_and_measure(spark, cfg, "night1")
     put_samples(spark, cfg, "night2", {0: list(range(0, 6)), 1: list(range(10, 16))})
-    run_match(spark, cfg, "night2")
+    match_and_measure(spark, cfg, "night2")
     _, passages = findings(spark, cfg, "night2")
     seen = {tuple(p.token_ids): p.first_seen_run_id for p in passages.values()}
     assert seen == {tuple(range(0, 6)): "night1", tuple(range(10, 16)): "night2"}

@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from pyspark.sql import functions as F
 
 from conftest import make_config
 from extraction_audit.rank import run_rank
-from extraction_audit.rank.candidates import run_predicate
 from extraction_audit.rank.scores import SCORES
 from extraction_audit.runs import RunRecord
 from extraction_audit.tables import Tables
@@ -69,7 +69,7 @@ def demo_run(spark, demo_assets, tmp_path_factory):
     tables.append("samples", spark.createDataFrame(pd.DataFrame(rows)))
     RunRecord(tables, RUN).create(cfg)
     stats = run_rank(spark, cfg, RUN)
-    cands = tables.read("candidates").where(run_predicate(RUN)).toPandas().set_index("sample_id").sort_index()
+    cands = tables.read("candidates").where(F.col("run_id") == RUN).toPandas().set_index("sample_id").sort_index()
     cands["kind"] = pd.Series(kinds)
     return {"cfg": cfg, "rows": rows, "kinds": kinds, "stats": stats, "cands": cands, "tmp": tmp}
 
@@ -169,11 +169,11 @@ def test_cli_rerun_is_idempotent_and_calibrates_against_the_corpus_route(demo_ru
     printed = capsys.readouterr().out
     assert "calibration against the corpus route" in printed and "k is capped" in printed
     print(printed[printed.index("calibration"):])  # the numbers, for the record (-s)
-    again = tables.read("candidates").where(run_predicate(RUN)).toPandas().set_index("sample_id").sort_index()
+    again = tables.read("candidates").where(F.col("run_id") == RUN).toPandas().set_index("sample_id").sort_index()
     assert len(again) == len(cands)
     pd.testing.assert_frame_equal(again[list(SCORES)], cands[list(SCORES)], rtol=1e-6)
 
-    result = tables.read("rank_calibration").where(run_predicate(RUN)).toPandas() \
+    result = tables.read("rank_calibration").where(F.col("run_id") == RUN).toPandas() \
         .set_index(["score", "k_requested"])
     n_ranked = int(cands["is_representative"].sum())
     n_pos = 7  # six rare passages + the embedded stretch; the near-copies are not ranked

@@ -16,7 +16,7 @@ from pyspark.testing import assertDataFrameEqual
 from conftest import make_config
 from extraction_audit.errors import UserFacingError
 from extraction_audit.rank import confirmed_among_checked, export_review, import_review
-from extraction_audit.rank.candidates import run_predicate, with_ranks
+from extraction_audit.rank.candidates import with_ranks
 from extraction_audit.rank.scores import SCORES
 from extraction_audit.tables import Tables
 
@@ -31,14 +31,14 @@ def write_candidates(spark, cfg, run_id: str, pdf: pd.DataFrame, texts: dict[int
     tables = Tables(spark, cfg)
     df = spark.createDataFrame(pdf.assign(run_id=run_id))
     df = with_ranks(df, [s for s in SCORES if s in pdf.columns])
-    tables.replace_where("candidates", df, run_predicate(run_id))
+    tables.replace_run("candidates", df, run_id)
     texts = texts or {}
     samples = spark.createDataFrame(pd.DataFrame({
         "run_id": run_id, "sample_id": pdf["sample_id"],
         "text": [texts.get(int(s), f"sample text {s}") for s in pdf["sample_id"]],
         "prompt_text": "",
     })).withColumn("token_ids", F.array(F.lit(1)))
-    tables.replace_where("samples", samples, run_predicate(run_id))
+    tables.replace_run("samples", samples, run_id)
 
 
 def scored_frame(n: int, seed: int) -> pd.DataFrame:

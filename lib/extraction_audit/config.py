@@ -48,6 +48,8 @@ class SparkConfig(Section):
     shuffle_partitions: int = Field(8, ge=1)
     driver_memory: str = "4g"
     log_level: Literal["ERROR", "WARN", "INFO", "DEBUG"] = "WARN"
+    # Spark's own log (JVM, launcher, Python workers) goes here; null keeps it on the console.
+    log_file: str | None = "./ea-data/logs/spark.log"
     ui_enabled: bool = False
     conf: dict[str, str] = Field(default_factory=dict)
 
@@ -81,6 +83,15 @@ class CorpusConfig(Section):
     source_column: str | None = None
     max_doc_chars: int = Field(5_000_000, ge=1)
     min_doc_chars: int = Field(1, ge=1)
+
+    @field_validator("id")
+    @classmethod
+    def _valid_id(cls, v: str) -> str:
+        from .ids import ID_RULE, is_valid_id
+
+        if not is_valid_id(v):
+            raise ValueError(f"{v!r} is not a valid corpus id: use {ID_RULE}")
+        return v
 
     @model_validator(mode="after")
     def _location(self) -> "CorpusConfig":

@@ -84,7 +84,7 @@ def run_demo(spark=None, demo_dir: str = "./ea-data/demo", budget_tokens: int = 
     summary = summarise(spark, cfg, target["run_id"], control["run_id"])
     summary["seconds"] = round(time.time() - t0, 1)
     summary["report"] = (target["steps"].get("report") or {})
-    summary["calibration"] = (target["steps"].get("rank") or {}).get("calibration") or []
+    summary["calibration"] = (target["steps"].get("calibrate") or {}).get("calibration") or []
     print(format_summary(summary, cfg))
     return summary
 

@@ -38,6 +38,7 @@ from .config import AuditConfig
 from .corpus import REJECT_REASONS, classify, read_raw, tokenize_documents
 from .errors import UserFacingError
 from .hashing import HashConfig, bucket_of, hash_concatenated
+from .ids import id_predicate
 from .tables import Tables
 from .tokenizer import check_model_location, load_tokenizer, same_tokenizer, tokenizer_fingerprint, vocab_size
 from .tokens import decode_tokens, token_width_for_vocab
@@ -285,8 +286,8 @@ def _merge_build_ngrams(spark, tables: Tables, meta: IndexMeta, build_id: str) -
             target = tables.delta("corpus_ngrams")
             (target.alias("t")
              .merge(tables._conform("corpus_ngrams", updates).alias("s"),
-                    f"t.corpus_id = '{meta.corpus_id}' AND t.bucket = s.bucket AND t.ngram_hash = s.ngram_hash "
-                    "AND t.corpus_id = s.corpus_id")
+                    f"{id_predicate('t.corpus_id', meta.corpus_id, 'corpus id')} AND t.bucket = s.bucket "
+                    "AND t.ngram_hash = s.ngram_hash AND t.corpus_id = s.corpus_id")
              .whenMatchedUpdate(set={
                  "doc_count": "t.doc_count + s.doc_count",
                  "occurrence_count": "t.occurrence_count + s.occurrence_count",

@@ -2,9 +2,10 @@
 maximal passages -> document counts -> low-entropy and prompt-copy flags -> metrics.
 
 Reads ``samples``, ``runs``, ``corpus_ngrams`` / ``corpus_documents`` (through
-``NgramIndex``), ``pii_findings`` (for the PII columns of ``run_metrics``, when present).
-Writes ``passage_occurrences``, ``extracted_passages`` and ``run_metrics`` for one run,
-each with ``replaceWhere run_id = R`` so a re-run replaces, never duplicates.
+``NgramIndex``).
+Writes ``passage_occurrences``, ``extracted_passages`` and ``matched_windows`` for one run,
+each with ``replaceWhere run_id = R`` so a re-run replaces, never duplicates
+(``run_metrics`` is the metrics step's, ``metrics.py``).
 
 The semantics are ``../shared/TABLES.md`` to the letter:
 
@@ -35,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import math
 import time
 import zlib
 from typing import Iterator
@@ -47,7 +47,6 @@ from .config import AuditConfig, MatchConfig
 from .errors import UserFacingError
 from .hashing import HashConfig, bucket_of, hash_concatenated
 from .index import IndexMeta, NgramIndex
-from .runs import RunRecord
 from .tables import Tables
 from .tokenizer import load_tokenizer
 from .tokens import decode_tokens
@@ -405,28 +404,17 @@ def match_sequences(spark, cfg: AuditConfig, sequences, staging: str, tables: Ta
 
 
 # =========================================================================== run-level
-def budget_checkpoints(budget: int) -> list[int]:
-    """1%, 10% and 100% of the budget and every power of ten in between."""
-    budget = max(int(budget), 1)
-    points = {max(1, budget // 100), max(1, budget // 10), budget}
-    lo = budget / 100
-    k = math.ceil(math.log10(max(lo, 1)))
-    while 10 ** k < budget:
-        if 10 ** k > lo:
-            points.add(10 ** k)
-        k += 1
-    return sorted(points)
-
-
-def run_match(spark, cfg: AuditConfig, run_id: str, tables: Tables | None = None) -> dict:
-    """Match one run's samples and (re)write its findings tables."""
+def run_match(spark, cfg: AuditConfig, run_id: str, tables: Tables | None = None, run: dict | None = None,
+              scratch: str | None = None) -> dict:
+    """Match one run's samples and (re)write its findings tables; returns the step statistics."""
     from pyspark.sql import functions as F
+
+    from .scratch import step_scratch
 
     t0 = time.time()
     tables = tables or Tables(spark, cfg)
-    record = RunRecord(tables, run_id)
-    run = record.get()
-    if run is None:
+    run = run if run is not None else _run_row(tables, run_id)
+    if not run:
         raise UserFacingError(f"run {run_id!r} does not exist; generate or import samples first")
     index = NgramIndex(spark, cfg, tables)
     index.require_meta()
@@ -436,14 +424,12 @@ def run_match(spark, cfg: AuditConfig, run_id: str, tables: Tables | None = None
     n_samples = samples.count()
     if n_samples == 0:
         raise UserFacingError(f"run {run_id!r} has no samples to match")
-    record.step_started("match")
-    staging = staging_dir(cfg, f"match/{run_id}")
-    occ, passages, verified, stats = match_sequences(spark, cfg, samples, staging, tables)
+    scratch = scratch or step_scratch(cfg, run_id, "match")
+    occ, passages, verified, stats = match_sequences(spark, cfg, samples, scratch, tables)
 
     run_col = F.lit(run_id)
-    tables.replace_where("passage_occurrences", occ.select(
-        run_col.alias("run_id"), "sample_id", "start", "end", "passage_id", "is_prompt_copy"),
-        f"run_id = '{run_id}'")
+    tables.replace_run("passage_occurrences", occ.select(
+        run_col.alias("run_id"), "sample_id", "start", "end", "passage_id", "is_prompt_copy"), run_id)
 
     family = run.get("model_family") or run.get("model")
     earlier = _first_seen(spark, tables, family, run_id)
@@ -451,19 +437,24 @@ def run_match(spark, cfg: AuditConfig, run_id: str, tables: Tables | None = None
            .join(earlier, "passage_id", "left")
            .withColumn("first_seen_run_id", F.coalesce("first_seen_run_id", run_col))
            .withColumn("emission_rate", F.col("n_samples") / F.lit(n_samples)))
-    tables.replace_where("extracted_passages", out, f"run_id = '{run_id}'")
-
-    metrics = compute_run_metrics(spark, cfg, run_id, tables, run, verified)
+    tables.replace_run("extracted_passages", out, run_id)
+    tables.replace_run("matched_windows", verified.select(run_col.alias("run_id"), "sample_id", "pos",
+                                                          "ngram_hash"), run_id)
     stats.update(
         samples=n_samples,
         occurrences=tables.read("passage_occurrences").where(F.col("run_id") == run_id).count(),
         passages=tables.read("extracted_passages").where(F.col("run_id") == run_id).count(),
-        checkpoints=len(metrics),
         seconds=round(time.time() - t0, 2),
     )
-    record.step_done("match", stats)
     log.info("match %s: %s", run_id, stats)
     return stats
+
+
+def _run_row(tables: Tables, run_id: str) -> dict | None:
+    from pyspark.sql import functions as F
+
+    rows = tables.read("runs").where(F.col("run_id") == run_id).limit(1).collect()
+    return rows[0].asDict(recursive=True) if rows else None
 
 
 def _first_seen(spark, tables: Tables, family: str, run_id: str):
@@ -477,79 +468,3 @@ def _first_seen(spark, tables: Tables, family: str, run_id: str):
     w = Window.partitionBy("passage_id").orderBy("started_at", "run_id")
     return (prior.withColumn("_r", F.row_number().over(w)).where("_r = 1")
             .select("passage_id", F.col("run_id").alias("first_seen_run_id")))
-
-
-def compute_run_metrics(spark, cfg: AuditConfig, run_id: str, tables: Tables, run: dict | None = None,
-                        verified=None) -> list[dict]:
-    """``run_metrics`` rows at budget checkpoints; a checkpoint holds the samples (in
-    sample_id order, i.e. generation order) whose cumulative tokens fit in it."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    run = run or RunRecord(tables, run_id).get() or {}
-    samples = (tables.read("samples").where(F.col("run_id") == run_id).select("sample_id", "n_tokens"))
-    w = Window.orderBy("sample_id").rowsBetween(Window.unboundedPreceding, 0)
-    cum = samples.withColumn("cum_tokens", F.sum("n_tokens").over(w))
-    total = cum.agg(F.max("cum_tokens")).collect()[0][0] or 0
-    budget = int(run.get("budget_tokens") or total or 1)
-    points = sorted({p for p in budget_checkpoints(budget)} | ({int(total)} if total < budget else set()))
-    cps = spark.createDataFrame([(p,) for p in points], "budget_tokens BIGINT")
-    in_cp = cum.crossJoin(F.broadcast(cps)).where(F.col("cum_tokens") <= F.col("budget_tokens"))
-
-    rare = cfg.match.rare_doc_count
-    passages = (tables.read("extracted_passages").where(F.col("run_id") == run_id)
-                .select("passage_id", "doc_count", "is_low_entropy", "is_prompt_copy"))
-    occ = (tables.read("passage_occurrences").where(F.col("run_id") == run_id)
-           .select("sample_id", "start", "end", "passage_id")
-           .join(passages, "passage_id")
-           .where(~F.col("is_low_entropy") & ~F.coalesce(F.col("is_prompt_copy"), F.lit(False))))
-    occ_cp = in_cp.select("budget_tokens", "sample_id").join(occ, "sample_id")
-    agg_occ = occ_cp.groupBy("budget_tokens").agg(
-        F.sum(F.col("end") - F.col("start")).alias("extracted_tokens"),
-        F.countDistinct("passage_id").alias("distinct_passages"),
-        F.countDistinct(F.when(F.col("doc_count").between(1, rare), F.col("passage_id"))).alias(
-            "distinct_rare_passages"))
-    if verified is None:
-        verified = spark.createDataFrame([], "sample_id BIGINT, ngram_hash BIGINT")
-    agg_ngrams = (in_cp.select("budget_tokens", "sample_id").join(verified.select("sample_id", "ngram_hash"),
-                                                                  "sample_id")
-                  .groupBy("budget_tokens").agg(F.countDistinct("ngram_hash").alias("distinct_ngrams")))
-    base = in_cp.groupBy("budget_tokens").agg(F.sum("n_tokens").alias("generated_tokens"),
-                                              F.count(F.lit(1)).alias("n_samples"))
-    pii = _pii_counts(tables, run_id, in_cp)
-    metrics = (cps.join(base, "budget_tokens", "left").join(agg_occ, "budget_tokens", "left")
-               .join(agg_ngrams, "budget_tokens", "left").join(pii, "budget_tokens", "left")
-               .fillna(0, ["generated_tokens", "n_samples", "extracted_tokens", "distinct_passages",
-                           "distinct_rare_passages", "distinct_ngrams", "pii_found", "pii_in_corpus"])
-               .withColumn("share_extracted",
-                           F.when(F.col("generated_tokens") > 0,
-                                  F.col("extracted_tokens") / F.col("generated_tokens")).otherwise(F.lit(0.0)))
-               .withColumn("run_id", F.lit(run_id)))
-    tables.replace_where("run_metrics", metrics, f"run_id = '{run_id}'")
-    return [r.asDict() for r in tables.read("run_metrics").where(F.col("run_id") == run_id)
-            .orderBy("budget_tokens").collect()]
-
-
-def _pii_counts(tables: Tables, run_id: str, in_cp):
-    from pyspark.sql import functions as F
-
-    spark = tables.spark
-    empty = spark.createDataFrame([], "budget_tokens BIGINT, pii_found BIGINT, pii_in_corpus BIGINT")
-    if not tables.exists("pii_findings"):
-        return empty
-    pii = tables.read("pii_findings").where(F.col("run_id") == run_id).select("sample_id", "value_key",
-                                                                               "in_corpus")
-    return (in_cp.select("budget_tokens", "sample_id").join(pii, "sample_id").groupBy("budget_tokens")
-            .agg(F.countDistinct("value_key").alias("pii_found"),
-                 F.countDistinct(F.when(F.col("in_corpus"), F.col("value_key"))).alias("pii_in_corpus")))
-
-
-def staging_dir(cfg: AuditConfig, name: str) -> str:
-    """Scratch Delta folders for intermediate results (shared storage on clusters)."""
-    base = cfg.resolve(cfg.storage.staging_dir) if cfg.storage.staging_dir else None
-    if base is None:
-        wh = cfg.resolve(cfg.storage.warehouse)
-        if wh is None:
-            raise UserFacingError("storage.staging_dir (or storage.warehouse) must be set for scratch data")
-        base = f"{wh.rstrip('/')}/_staging"
-    return f"{base.rstrip('/')}/{name}"

@@ -1,9 +1,10 @@
-"""The ``runs`` table: one row per audit run, its status and per-step statistics.
+"""Run state: the ``runs`` row, the ``run_steps`` rows and the ``run_artifacts`` list.
 
-Every stage calls ``RunRecord.step_started`` / ``step_done`` so ``runs.status`` always
-says where a run is, and ``step_stats`` explains what each step read, wrote and skipped.
-A run is ``complete`` only after its last step finished; a crash leaves
-``running:<step>`` or ``failed:<step>``, never a half-written run that looks finished.
+Only the runner (``runner.py``) writes ``runs`` and ``run_steps``; stages compute and
+return statistics.  Every write is a keyed MERGE of one row, never a read-modify-write of a
+JSON field, so two processes running different steps of one run (the bundle runs rank
+beside match and pii) cannot lose each other's updates.  ``runs.status``, ``steps_done``
+and ``step_stats`` are derived from ``run_steps`` after every step transition.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Iterable
 
 from .config import AuditConfig
-from .tables import RUNS, Tables
+from .ids import validate_id
+from .tables import RUN_ARTIFACTS, RUN_STEPS, RUNS, Tables, with_conflict_retries
 
 
 def new_run_id(prefix: str = "run") -> str:
@@ -22,7 +24,7 @@ def new_run_id(prefix: str = "run") -> str:
     return f"{prefix}-{stamp}-{uuid.uuid4().hex[:6]}"
 
 
-def _now() -> datetime:
+def now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
@@ -31,14 +33,27 @@ def prompt_strategy_label(cfg: AuditConfig) -> str:
     return ",".join(f"{p.strategy}:{p.share / total:.3g}" for p in cfg.generation.prompts)
 
 
+def run_row_fields(cfg: AuditConfig) -> dict[str, Any]:
+    """The ``runs`` columns a configuration determines (model, corpus, sampling, budget)."""
+    return {
+        "model": cfg.model.display_name,
+        "model_family": cfg.model.family or cfg.model.display_name,
+        "corpus_id": cfg.corpus.id,
+        "prompt_strategy": prompt_strategy_label(cfg),
+        "sampling": cfg.generation.sampling.model_dump_json(),
+        "budget_tokens": cfg.generation.budget_tokens,
+        "config_json": cfg.to_json(),
+    }
+
+
 class RunRecord:
-    """Reads and updates one run's row in ``runs``."""
+    """One run's row in ``runs`` and its rows in ``run_steps``."""
 
     def __init__(self, tables: Tables, run_id: str):
         self.tables = tables
-        self.run_id = run_id
+        self.run_id = validate_id(run_id)
 
-    # -- reads ---------------------------------------------------------------
+    # -- runs ----------------------------------------------------------------
     def get(self) -> dict[str, Any] | None:
         from pyspark.sql import functions as F
 
@@ -48,69 +63,84 @@ class RunRecord:
     def exists(self) -> bool:
         return self.get() is not None
 
-    # -- writes --------------------------------------------------------------
-    def create(self, cfg: AuditConfig, tokenizer: str | None = None, **fields: Any) -> None:
+    def create(self, cfg: AuditConfig, **fields: Any) -> None:
         """Insert the run row if absent (a re-run of the same run_id keeps the original)."""
-        spark = self.tables.spark
         row = {
-            "run_id": self.run_id,
-            "status": "created",
-            "started_at": _now(),
-            "finished_at": None,
-            "model": cfg.model.display_name,
-            "model_family": cfg.model.family or cfg.model.display_name,
-            "tokenizer": tokenizer,
-            "corpus_id": cfg.corpus.id,
-            "prompt_strategy": prompt_strategy_label(cfg),
-            "sampling": cfg.generation.sampling.model_dump_json(),
-            "budget_tokens": cfg.generation.budget_tokens,
-            "generated_tokens": 0,
-            "config_json": cfg.to_json(),
-            "steps_done": [],
-            "step_stats": "{}",
-            "control_run_id": None,
-            "error": None,
+            "run_id": self.run_id, "status": "created", "started_at": now(), "finished_at": None,
+            "tokenizer": None, "generated_tokens": 0, "steps_done": [], "step_stats": "{}",
+            "control_run_id": None, "error": None, "steps_planned": [],
+            **run_row_fields(cfg),
         }
         row.update(fields)
-        df = spark.createDataFrame([row], schema=RUNS.schema)
+        df = self.tables.spark.createDataFrame([row], schema=RUNS.schema)
         self.tables.merge("runs", df, update=False)
 
     def update(self, **fields: Any) -> None:
         from pyspark.sql import functions as F
 
-        spec = {k: F.lit(v) for k, v in fields.items()}
+        if not fields:
+            return
+        types = {c: t for c, t, _ in RUNS.columns}
+        spec = {k: (_string_array(v) if isinstance(v, (list, tuple)) else F.lit(v)).cast(types[k])
+                for k, v in fields.items()}
         self.tables.update("runs", F.col("run_id") == self.run_id, spec)
 
-    def set_status(self, status: str, error: str | None = None) -> None:
-        fields: dict[str, Any] = {"status": status}
-        if error is not None:
-            fields["error"] = error[:4000]
-        if status == "complete":
-            fields["finished_at"] = _now()
-        self.update(**fields)
-
-    def step_started(self, step: str) -> None:
-        self.set_status(f"running:{step}")
-
-    def step_done(self, step: str, stats: dict[str, Any]) -> None:
-        """Record a finished step and its statistics (counts, seconds)."""
+    # -- run_steps -----------------------------------------------------------
+    def steps(self) -> dict[str, dict[str, Any]]:
         from pyspark.sql import functions as F
 
-        row = self.get() or {}
-        all_stats = json.loads(row.get("step_stats") or "{}")
-        all_stats[step] = stats
-        done = list(row.get("steps_done") or [])
-        if step not in done:
-            done.append(step)
-        self.tables.update(
-            "runs", F.col("run_id") == self.run_id,
-            {
-                "step_stats": F.lit(json.dumps(all_stats, default=str, sort_keys=True)),
-                "steps_done": F.array(*[F.lit(s) for s in done]) if done else F.array().cast("array<string>"),
-            },
-        )
+        rows = self.tables.read("run_steps").where(F.col("run_id") == self.run_id).collect()
+        return {r["step"]: r.asDict() for r in rows}
 
-    def steps_done(self) -> list[str]:
-        row = self.get() or {}
-        return list(row.get("steps_done") or [])
+    def step_started(self, step: str) -> None:
+        """Mark ``step`` running; a retry increments ``attempt`` on the same row."""
+        self._merge_step(step, {"status": "running", "started_at": now(), "finished_at": None, "seconds": None,
+                                "spark_jobs": None, "error": None}, started=True)
 
+    def step_finished(self, step: str, status: str, seconds: float, spark_jobs: int | None,
+                      stats: dict | None = None, error: str | None = None) -> None:
+        fields = {"status": status, "finished_at": now(), "seconds": round(seconds, 3), "spark_jobs": spark_jobs,
+                  "error": error[:4000] if error else None}
+        if stats is not None:
+            fields["stats"] = json.dumps(stats, default=str, sort_keys=True)
+        self._merge_step(step, fields)
+
+    def mark_stale(self, steps: Iterable[str]) -> None:
+        """Steps whose inputs were redone: they run again before the run can be complete."""
+        from pyspark.sql import functions as F
+
+        steps = list(steps)
+        if steps:
+            self.tables.update("run_steps", (F.col("run_id") == self.run_id) & F.col("step").isin(steps)
+                               & (F.col("status") == "done"), {"status": F.lit("stale")})
+
+    def _merge_step(self, step: str, fields: dict[str, Any], started: bool = False) -> None:
+        row = {"run_id": self.run_id, "step": step, "attempt": 1, **fields}
+        df = self.tables.spark.createDataFrame([row], schema=RUN_STEPS.schema).select(
+            "run_id", "step", *fields.keys(), "attempt")
+        tables = self.tables
+        tables.ensure("run_steps")
+        sets = {k: f"s.`{k}`" for k in fields}
+        if started:
+            sets["attempt"] = "coalesce(t.attempt, 0) + 1"
+
+        def run() -> None:
+            (tables.delta("run_steps").alias("t")
+             .merge(df.alias("s"), "t.run_id = s.run_id AND t.step = s.step")
+             .whenMatchedUpdate(set=sets)
+             .whenNotMatchedInsert(values={c: f"s.`{c}`" for c in df.columns})
+             .execute())
+
+        with_conflict_retries(run, f"record step {step}")
+
+    # -- run_artifacts -------------------------------------------------------
+    def record_artifacts(self, paths: Iterable[str], kind: str) -> None:
+        rows = [{"run_id": self.run_id, "path": str(p), "kind": kind, "written_at": now()} for p in paths]
+        if rows:
+            self.tables.merge("run_artifacts", self.tables.spark.createDataFrame(rows, schema=RUN_ARTIFACTS.schema))
+
+
+def _string_array(values):
+    from pyspark.sql import functions as F
+
+    return F.array(*[F.lit(v) for v in values]) if values else F.array().cast("array<string>")

@@ -3,12 +3,21 @@
 On a cluster (Databricks, spark-submit on YARN) a session or a submitted SparkConf
 already exists: we reuse it and never touch master, memory or Delta settings, which
 belong to the cluster.  On a laptop or in CI we build a ``local[*]`` session with Delta
-enabled; the Delta jars come from Maven Central through ``spark.jars.packages`` (via
-``delta.configure_spark_with_delta_pip``), cached by Ivy after the first run.
+enabled.  The Delta jars come from Maven Central through ``spark.jars.packages`` (via
+``delta.configure_spark_with_delta_pip``) the first time only, under a file lock (two
+processes resolving at once corrupt Ivy's cache); the resolved jar paths are kept in
+``~/.cache/extraction-audit`` and later sessions pass them as ``spark.jars``, with no
+dependency resolution at all.
+
+The local JVM is started with its standard output and error sent to ``spark.log_file``:
+Spark's log, the launcher's resolution report and the Python workers' stderr go there,
+and the console keeps our progress lines.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import sys
@@ -44,7 +53,6 @@ def get_spark(cfg: AuditConfig | None = None):
 
 
 def _local_session(cfg: AuditConfig):
-    from delta import configure_spark_with_delta_pip
     from pyspark.sql import SparkSession
 
     # Executors' Python must be this interpreter, or they miss our dependencies.
@@ -71,6 +79,89 @@ def _local_session(cfg: AuditConfig):
     )
     for key, value in cfg.spark.conf.items():
         builder = builder.config(key, value)
-    spark = configure_spark_with_delta_pip(builder).getOrCreate()
+    log_file = cfg.resolve(cfg.spark.log_file) if cfg.spark.log_file else None
+    with _jar_cache_lock():
+        jars = _cached_delta_jars()
+        if jars:
+            builder = builder.config("spark.jars", ",".join(jars))
+        else:
+            from delta import configure_spark_with_delta_pip
+
+            log.info("resolving the Delta Lake jars from Maven Central (first run only)")
+            builder = configure_spark_with_delta_pip(builder)
+        with _jvm_output_to(log_file):
+            spark = builder.getOrCreate()
+        if not jars:
+            _remember_delta_jars(spark.sparkContext.getConf().get("spark.jars", ""))
     spark.sparkContext.setLogLevel(cfg.spark.log_level)
+    if log_file:
+        log.info("Spark session up (%s); Spark's own log: %s", spark.sparkContext.master, log_file)
     return spark
+
+
+def _jar_cache() -> Path:
+    import delta
+
+    version = getattr(delta, "__version__", None)
+    if version is None:
+        from importlib.metadata import version as dist_version
+
+        version = dist_version("delta-spark")
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "extraction-audit"
+    return root / f"delta-{version}-jars.txt"
+
+
+def _cached_delta_jars() -> list[str] | None:
+    path = _jar_cache()
+    try:
+        jars = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except OSError:
+        return None
+    local = [j.removeprefix("file://").removeprefix("file:") for j in jars]
+    return jars if jars and all(Path(j).exists() for j in local) else None
+
+
+def _remember_delta_jars(spark_jars: str) -> None:
+    jars = [j for j in spark_jars.split(",") if j.strip()]
+    if not jars:
+        return
+    path = _jar_cache()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text("\n".join(jars) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def _jar_cache_lock():
+    path = _jar_cache().with_suffix(".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _jvm_output_to(log_file: str | None):
+    """Start the JVM with stdout/stderr on ``log_file``: the child inherits file
+    descriptors 1 and 2 at launch, ours are restored right after."""
+    if not log_file:
+        yield
+        return
+    Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    target = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, target):
+            os.close(fd)

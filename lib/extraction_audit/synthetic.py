@@ -756,7 +756,7 @@ def _training_stream(doc_ids: list[list[int]], weights: list[int], eos: int,
 
 def train_tiny_gpt2(doc_token_ids: list[list[int]], vocab_size: int, eos_id: int, shape: ModelShape, *,
                     seed: int, n_positions: int = 512, oversample: list[int] | None = None,
-                    threads: int | None = None):
+                    threads: int | None = None, label: str = "model"):
     """Train a tiny GPT-2 from scratch on CPU; returns ``(model, seconds)``.
 
     Training windows start at a document's opening ``<|endoftext|>`` or first token half of
@@ -809,8 +809,11 @@ def train_tiny_gpt2(doc_token_ids: list[list[int]], vocab_size: int, eos_id: int
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             schedule.step()
-            if step % 50 == 0 or step == shape.steps - 1:
-                log.debug("step %d loss %.3f", step, loss.item())
+            if (step + 1) % max(1, shape.steps // 10) == 0 or step == shape.steps - 1:
+                elapsed = time.perf_counter() - started
+                log.info("demo assets: training %s: step %d/%d (%d%%), loss %.3f, ETA %.0f s", label, step + 1,
+                         shape.steps, 100 * (step + 1) // shape.steps, loss.item(),
+                         elapsed / (step + 1) * (shape.steps - step - 1))
         model.eval()
     model.generation_config.pad_token_id = eos_id
     return model, time.perf_counter() - started
@@ -861,6 +864,8 @@ def _assets_from(root: Path, manifest: dict[str, Any]) -> DemoAssets:
 
 def _build(staging: Path, params: DemoParams) -> dict[str, Any]:
     started = time.perf_counter()
+    log.info("demo assets: building the synthetic corpus, tokenizer and two tiny models under %s (once)",
+             staging.parent)
     corpus = build_corpus(params)
     write_corpus(corpus, staging, params.docs_per_file)
 
@@ -876,7 +881,8 @@ def _build(staging: Path, params: DemoParams) -> dict[str, Any]:
     for name, shape, weights in (("model", params.model, oversample), ("reference-model", params.reference, None)):
         cpu_started = time.process_time()
         model, seconds = train_tiny_gpt2(doc_tokens, len(tokenizer), eos, shape, seed=params.seed,
-                                         n_positions=params.n_positions, oversample=weights, threads=threads)
+                                         n_positions=params.n_positions, oversample=weights, threads=threads,
+                                         label=name)
         model.save_pretrained(staging / name)
         tokenizer.save_pretrained(staging / name)
         timings[name] = round(seconds, 2)

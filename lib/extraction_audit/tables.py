@@ -20,6 +20,7 @@ from typing import Callable, TypeVar
 from pathlib import Path
 
 from .config import AuditConfig
+from .ids import id_predicate
 
 log = logging.getLogger(__name__)
 
@@ -173,8 +174,42 @@ RUNS = _table(TableSpec(
         ("step_stats", "STRING", "Per-step counts and seconds as JSON"),
         ("control_run_id", "STRING", "Run of the control (e.g. base) model, when any"),
         ("error", "STRING", "Last error message, when failed"),
+        ("steps_planned", "ARRAY<STRING>", "Steps the run must finish to be complete (configured steps plus "
+                                           "the derived metrics/calibrate steps)"),
     ),
     key=("run_id",),
+))
+
+RUN_STEPS = _table(TableSpec(
+    "run_steps",
+    "One row per run and step: the runner's record of what ran, how often, how long, and what it did. "
+    "runs.status, steps_done and step_stats are derived from it.",
+    (
+        RUN_ID,
+        ("step", "STRING", "Step name (index, generate, import_samples, match, pii, metrics, rank, calibrate, "
+                           "report)"),
+        ("status", "STRING", "running, done, failed, or stale (an input step was redone after it finished)"),
+        ("attempt", "INT", "Number of times the step was started for this run"),
+        ("started_at", "TIMESTAMP", "Start of the latest attempt"),
+        ("finished_at", "TIMESTAMP", "End of the latest attempt (NULL while running or after a crash)"),
+        ("seconds", "DOUBLE", "Wall-clock seconds of the latest attempt"),
+        ("spark_jobs", "INT", "Spark jobs the latest attempt ran (driver job group)"),
+        ("stats", "STRING", "The step's statistics as JSON (counts in, out, skipped by reason)"),
+        ("error", "STRING", "Error of the latest failed attempt"),
+    ),
+    key=("run_id", "step"),
+))
+
+RUN_ARTIFACTS = _table(TableSpec(
+    "run_artifacts",
+    "Files a run wrote outside the tables (report HTML/Markdown/JSON, review exports): what purge deletes.",
+    (
+        RUN_ID,
+        ("path", "STRING", "File or folder path as written"),
+        ("kind", "STRING", "report or review_export"),
+        ("written_at", "TIMESTAMP", "When written"),
+    ),
+    key=("run_id", "path"),
 ))
 
 SAMPLES = _table(TableSpec(
@@ -393,6 +428,20 @@ RANK_CALIBRATION = _table(TableSpec(
     key=("run_id", "score", "k_requested"),
 ))
 
+MATCHED_WINDOWS = _table(TableSpec(
+    "matched_windows",
+    "Verified n-gram windows of a run's samples (the match step's output that run_metrics counts distinct "
+    "n-grams from).",
+    (
+        RUN_ID,
+        ("sample_id", "BIGINT", "Sample"),
+        ("pos", "INT", "Window start in the sample's generated tokens"),
+        ("ngram_hash", "BIGINT", "Hash of the window's n tokens (extraction_audit.hashing)"),
+    ),
+    key=("run_id", "sample_id", "pos"),
+    partition_by=("run_id",),
+))
+
 RUN_METRICS = _table(TableSpec(
     "run_metrics",
     "Headline metrics at budget checkpoints (growth curve): one row per run and budget.",
@@ -463,12 +512,14 @@ def with_conflict_retries(action: Callable[[], T], what: str, attempts: int = 8)
 class Tables:
     """Resolves table locations and performs idempotent writes."""
 
+    # Tables created or brought up to date in this process (by reference): once per process.
+    _ensured: set[tuple[str, str]] = set()
+
     def __init__(self, spark, cfg: AuditConfig):
         self.spark = spark
         self.cfg = cfg
         self.database = cfg.storage.database
         self.warehouse = cfg.resolve(cfg.storage.warehouse)
-        self._ensured: set[str] = set()
         if self.database:
             spark.sql(f"CREATE DATABASE IF NOT EXISTS `{self.database}`")
 
@@ -489,7 +540,7 @@ class Tables:
     # -- schema --------------------------------------------------------------
     def ensure(self, name: str) -> None:
         """Create the table if absent; add columns a newer version declares (additive only)."""
-        if name in self._ensured:
+        if (self.ref(name), name) in Tables._ensured:
             return
         spec = TABLES[name]
         parts = f" PARTITIONED BY ({', '.join(spec.partition_by)})" if spec.partition_by else ""
@@ -514,7 +565,7 @@ class Tables:
             with_conflict_retries(lambda: self.spark.sql(
                 f"ALTER TABLE {self.ref(name)} SET TBLPROPERTIES "
                 f"('delta.dataSkippingStatsColumns' = '{spec.stats_columns}')"), f"set properties of {name}")
-        self._ensured.add(name)
+        Tables._ensured.add((self.ref(name), name))
 
     def ensure_all(self) -> None:
         for name in TABLES:
@@ -564,13 +615,14 @@ class Tables:
             cols.append((F.col(f"`{c}`") if c in df.columns else F.lit(None)).cast(t).alias(c))
         return df.select(*cols)
 
-    def merge(self, name: str, df, update: bool = True, condition: str | None = None) -> None:
-        """Upsert by the table's key: re-running the same write leaves one row per key."""
+    def merge(self, name: str, df, update: bool = True, run_id: str | None = None) -> None:
+        """Upsert by the table's key: re-running the same write leaves one row per key.
+        ``run_id`` confines the match to that run's partition (so concurrent runs do not conflict)."""
         spec = TABLES[name]
         df = self._conform(name, df)
         on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in spec.key)
-        if condition:
-            on = f"({on}) AND ({condition})"
+        if run_id is not None:
+            on = f"({on}) AND ({id_predicate('t.run_id', run_id)})"
 
         def run() -> None:
             m = self.delta(name).alias("t").merge(df.alias("s"), on)
@@ -580,8 +632,11 @@ class Tables:
 
         with_conflict_retries(run, f"merge into {name}")
 
-    def replace_where(self, name: str, df, predicate: str) -> None:
-        """Atomically replace the rows matching ``predicate`` (e.g. one run) with ``df``."""
+    def replace_run(self, name: str, df, run_id: str) -> None:
+        """Atomically replace one run's rows of ``name`` with ``df`` (replaceWhere run_id)."""
+        self._replace_where(name, df, id_predicate("run_id", run_id))
+
+    def _replace_where(self, name: str, df, predicate: str) -> None:
         self.ensure(name)
         df = self._conform(name, df)
         writer = df.write.format("delta").mode("overwrite").option("replaceWhere", predicate)
@@ -599,9 +654,10 @@ class Tables:
         else:
             with_conflict_retries(lambda: writer.save(self.location(name)), f"append to {name}")
 
-    def delete(self, name: str, predicate: str) -> None:
+    def delete(self, name: str, condition) -> None:
+        """Delete the rows matching ``condition`` (a Column expression, never SQL text)."""
         if self.exists(name):
-            with_conflict_retries(lambda: self.delta(name).delete(predicate), f"delete from {name}")
+            with_conflict_retries(lambda: self.delta(name).delete(condition), f"delete from {name}")
 
     def update(self, name: str, condition, values: dict) -> None:
         with_conflict_retries(lambda: self.delta(name).update(condition, values), f"update {name}")

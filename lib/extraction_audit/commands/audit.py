@@ -19,13 +19,13 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..audit import run_audit
     from ..cli import load_cli_config
+    from ..runner import Runner
     from ..spark import get_spark
 
     cfg = load_cli_config(args)
     steps = [s.strip() for s in args.steps.split(",")] if args.steps else None
-    result = run_audit(get_spark(cfg), cfg, run_id=args.run_id, control_run_id=args.control_run_id,
-                       compare_run_ids=tuple(args.compare), steps=steps)
+    result = Runner(get_spark(cfg), cfg).audit(
+        args.run_id, steps, {"control_run_id": args.control_run_id, "compare_run_ids": tuple(args.compare)})
     print(json.dumps(result, indent=2, default=str))
     return 0

@@ -21,17 +21,13 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from .. import cli
-    from ..generate import run_generation
     from ..runs import new_run_id
-    from ..spark import get_spark
-
     from ..tokenizer import check_model_location
 
     cfg = cli.load_cli_config(args)
     check_model_location(cfg.resolve(cfg.model.path), "model.path")  # before a minute of Spark start-up
-    run_id = args.run_id or new_run_id()
-    spark = get_spark(cfg)
-    stats = run_generation(spark, cfg, run_id, budget_tokens=args.budget_tokens)
+    args.run_id = run_id = args.run_id or new_run_id()
+    stats = cli.run_stage(args, "generate", budget_tokens=args.budget_tokens)
     rate = stats.get("tokens_per_second")
     print(f"run {run_id}: {stats['samples']:,} samples, {stats['generated_tokens']:,} generated tokens "
           f"(budget {stats['budget_tokens']:,}); this call added {stats['samples_added']:,} samples / "

@@ -23,12 +23,8 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from .. import cli
-    from ..generate import import_samples
-    from ..spark import get_spark
 
-    cfg = cli.load_cli_config(args)
-    spark = get_spark(cfg)
-    stats = import_samples(spark, cfg, args.run_id, args.input, fmt=args.format)
+    stats = cli.run_stage(args, "import_samples", input=args.input, format=args.format)
     skipped = ", ".join(f"{k}: {v:,}" for k, v in stats["skipped"].items()) or "none"
     print(f"run {args.run_id}: imported {stats['samples_imported']:,} of {stats['records_read']:,} records "
           f"(skipped {skipped}); the run now holds {stats['run_samples']:,} samples, "

@@ -10,15 +10,20 @@ def register(sub) -> None:
 
     p = sub.add_parser("index", help="index (or incrementally extend) the corpus n-gram tables")
     add_config_argument(p)
+    p.add_argument("--run-id", default=None,
+                   help="record the build as this run's index step (as the nightly bundle does)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..cli import load_cli_config
-    from ..index import build_index
+    from ..cli import load_cli_config, run_stage
+    from ..runner import Runner
     from ..spark import get_spark
 
-    cfg = load_cli_config(args)
-    stats = build_index(get_spark(cfg), cfg)
+    if args.run_id:
+        stats = run_stage(args, "index")
+    else:
+        cfg = load_cli_config(args)
+        stats = Runner(get_spark(cfg), cfg).run_unrecorded("index")
     print(json.dumps(stats, indent=2, default=str))
     return 0

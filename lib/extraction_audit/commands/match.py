@@ -15,10 +15,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..cli import load_cli_config
-    from ..match import run_match
-    from ..spark import get_spark
+    from ..cli import run_stage
 
-    cfg = load_cli_config(args)
-    print(json.dumps(run_match(get_spark(cfg), cfg, args.run_id), indent=2, default=str))
+    print(json.dumps(run_stage(args, "match"), indent=2, default=str))
     return 0

@@ -33,8 +33,8 @@ def run(args) -> int:
 
         stats = build_pii_corpus_index(spark, cfg)
     else:
-        from ..pii.findings import run_pii
+        from ..runner import Runner
 
-        stats = run_pii(spark, cfg, args.run_id, control_run_id=args.control_run_id)
+        stats = Runner(spark, cfg).run_step(args.run_id, "pii", {"control_run_id": args.control_run_id})
     print(json.dumps(stats, indent=2, default=str))
     return 0

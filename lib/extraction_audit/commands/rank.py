@@ -13,7 +13,8 @@ def register(sub) -> None:
     add_config_argument(p)
     p.add_argument("--run-id", required=True, help="run whose samples to rank")
     p.add_argument("--skip-calibration", action="store_true",
-                   help="do not compare the scores with the run's verified matches")
+                   help="do not print the calibration against the run's verified matches (the calibrate "
+                        "step still runs once match is done)")
     p.set_defaults(func=run)
 
 
@@ -32,14 +33,19 @@ def print_calibration(result, run_id: str) -> None:
 
 
 def run(args) -> int:
-    from ..cli import load_cli_config
-    from ..rank import calibrate, run_rank
-    from ..spark import get_spark
+    from pyspark.sql import functions as F
 
-    cfg = load_cli_config(args)
-    spark = get_spark(cfg)
-    stats = run_rank(spark, cfg, args.run_id)
+    from ..cli import load_cli_config, run_stage
+    from ..spark import get_spark
+    from ..tables import Tables
+
+    stats = run_stage(args, "rank")
     print(json.dumps(stats, indent=2, default=str))
     if not args.skip_calibration:
-        print_calibration(calibrate(spark, cfg, args.run_id), args.run_id)
+        cfg = load_cli_config(args)
+        stored = (Tables(get_spark(cfg), cfg).read("rank_calibration").where(F.col("run_id") == args.run_id)
+                  .drop("computed_at").toPandas())
+        order = {s: i for i, s in enumerate(cfg.rank.scores)}
+        stored = stored.assign(_o=stored["score"].map(order)).sort_values(["_o", "k_requested"]).drop(columns="_o")
+        print_calibration(stored.reset_index(drop=True), args.run_id)
     return 0

@@ -17,26 +17,19 @@ def register(sub) -> None:
                    help="do not add the run's control run (runs.control_run_id) to the comparison")
     p.add_argument("--out", default=None, help="output folder (default: <report.output_dir>/<run-id>)")
     p.add_argument("--chance-baseline", action="store_true",
-                   help="first match report.holdout_source (or --holdout) to measure matches expected by chance")
+                   help="match --holdout to measure matches expected by chance (always done when report.holdout_source is set)")
     p.add_argument("--holdout", default=None, help="held-out human text for --chance-baseline")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..cli import load_cli_config
-    from ..report.build import build_report
-    from ..spark import get_spark
+    from ..cli import run_stage
 
-    cfg = load_cli_config(args)
-    spark = get_spark(cfg)
-    if args.chance_baseline or args.holdout:
-        from ..report.baseline import compute_chance_baseline
-
-        compute_chance_baseline(spark, cfg, args.run_id, source=args.holdout)
-    result = build_report(spark, cfg, args.run_id, compare_run_ids=args.compare, out_dir=args.out,
-                          include_control=not args.no_control)
-    for warning in result["warnings"]:
+    stats = run_stage(args, "report", compare_run_ids=args.compare, out_dir=args.out,
+                      include_control=not args.no_control, holdout=args.holdout,
+                      chance_baseline=True if (args.chance_baseline or args.holdout) else None)
+    for warning in stats["report_warnings"]:
         print(f"warning: {warning}")
-    print(f"html: {result['html']}")
-    print(f"markdown: {result['markdown']}")
+    print(f"html: {stats['result']['html']}")
+    print(f"markdown: {stats['result']['markdown']}")
     return 0

@@ -16,7 +16,7 @@ def register(sub) -> None:
     add_config_argument(exp)
     exp.add_argument("--run-id", required=True)
     exp.add_argument("--top", type=int, default=None, help="top N per score (default: rank.top_n)")
-    exp.add_argument("--out", required=True, help="output folder")
+    exp.add_argument("--out", default=None, help="output folder (default: <report.output_dir>/<run-id>/review)")
     exp.set_defaults(func=run_export)
 
     imp = actions.add_parser("import", help="record the verdicts of a filled review CSV")

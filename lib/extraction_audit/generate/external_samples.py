@@ -16,7 +16,7 @@ Bad records are skipped and counted by reason: ``malformed_record``, ``no_conten
 ``empty``, ``token_id_out_of_range``, ``duplicate_id``.
 
 Reads the input files and ``samples``; writes ``samples`` (merge on run_id, sample_id)
-and ``runs`` (run row, ``generated_tokens``, ``import_samples`` step statistics).
+(the runner records the step and the run's ``generated_tokens``).
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ import pandas as pd
 
 from ..config import AuditConfig
 from ..errors import UserFacingError
-from ..runs import RunRecord
 from ..tables import Tables
-from ..tokenizer import encode_batch, load_tokenizer, tokenizer_fingerprint, vocab_size
+from ..tokenizer import encode_batch, load_tokenizer, vocab_size
 
 _POSITIVE63 = 0x7FFFFFFFFFFFFFFF
 _PREPARED_DDL = (
@@ -51,25 +50,16 @@ def infer_format(path: str) -> str:
 
 def import_samples(spark, cfg: AuditConfig, run_id: str, path: str, fmt: str | None = None,
                    tables: Tables | None = None) -> dict:
-    """Import external samples into ``run_id``; returns counts (also in ``runs.step_stats``)."""
+    """Import external samples into ``run_id``; returns counts (the runner records them)."""
     started = time.monotonic()
     tables = tables or Tables(spark, cfg)
     resolved = cfg.resolve(path)
     fmt = fmt or infer_format(resolved)
     _check_input(resolved, fmt)
     tokenizer_path = cfg.resolve(cfg.model.tokenizer_path)
-    tok = load_tokenizer(tokenizer_path)
-    record = RunRecord(tables, run_id)
-    _ensure_import_run(tables, record, cfg, tokenizer_fingerprint(tok))
-    record.step_started("import_samples")
-    try:
-        stats = _import(spark, tables, run_id, resolved, fmt, tokenizer_path)
-    except Exception as err:
-        record.set_status("failed:import_samples", error=f"{type(err).__name__}: {err}")
-        raise
+    load_tokenizer(tokenizer_path)  # a missing tokenizer fails here, not inside a task
+    stats = _import(spark, tables, run_id, resolved, fmt, tokenizer_path)
     stats["seconds"] = round(time.monotonic() - started, 3)
-    record.update(generated_tokens=stats["run_tokens"], budget_tokens=stats["run_tokens"])
-    record.step_done("import_samples", stats)
     return stats
 
 
@@ -92,7 +82,7 @@ def _import(spark, tables: Tables, run_id: str, resolved: str, fmt: str, tokeniz
                 "prompt_text", "prompt_token_ids", "token_ids", "text", "n_tokens",
                 F.lit(None).cast("bigint").alias("seed"), F.lit(None).cast("int").alias("divergence_offset"),
                 F.lit("imported").alias("finish_reason"), F.current_timestamp().alias("created_at"))
-            tables.merge("samples", rows, update=True, condition=f"t.run_id = '{_sql_str(run_id)}'")
+            tables.merge("samples", rows, update=True, run_id=run_id)
         finally:
             keyed.unpersist()
     finally:
@@ -110,19 +100,16 @@ def _import(spark, tables: Tables, run_id: str, resolved: str, fmt: str, tokeniz
     }
 
 
-def _ensure_import_run(tables: Tables, record: RunRecord, cfg: AuditConfig, tokenizer: str) -> None:
+def check_import_run(tables: Tables, run_id: str) -> None:
+    """External samples go into a run of their own, never beside generated ones."""
     from pyspark.sql import functions as F
 
-    if record.get() is None:
-        record.create(cfg, tokenizer=tokenizer, prompt_strategy="imported",
-                      sampling='{"source": "imported"}', budget_tokens=0)
-        return
     generated = (tables.read("samples")
-                 .where((F.col("run_id") == record.run_id) & (F.col("prompt_strategy") != "imported"))
+                 .where((F.col("run_id") == run_id) & (F.col("prompt_strategy") != "imported"))
                  .limit(1).count())
     if generated:
         raise UserFacingError(
-            f"run {record.run_id!r} already holds generated samples; import external samples into a separate run")
+            f"run {run_id!r} already holds generated samples; import external samples into a separate run")
 
 
 def _check_input(path: str, fmt: str) -> None:
@@ -258,7 +245,3 @@ def _run_totals(tables: Tables, run_id: str) -> dict:
     row = (tables.read("samples").where(F.col("run_id") == run_id)
            .agg(F.count("*").alias("n"), F.sum("n_tokens").alias("t")).collect()[0])
     return {"samples": int(row["n"] or 0), "tokens": int(row["t"] or 0)}
-
-
-def _sql_str(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("'", "\\'")

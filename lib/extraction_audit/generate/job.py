@@ -1,9 +1,9 @@
 """Driver side of generation: plan chunks of samples, generate them on executors,
 commit each chunk to ``samples``, until the run's token budget is reached.
 
-Reads ``samples`` (what the run already has), ``runs`` and the prompt sources; writes
-``samples`` (insert-only merge on run_id, sample_id) and ``runs`` (the run row,
-``generated_tokens`` after every chunk, and the ``generate`` step statistics).
+Reads ``samples`` (what the run already has) and the prompt sources; writes ``samples``
+(insert-only merge on run_id, sample_id).  The runner records the step and the run's
+``generated_tokens`` from the returned statistics.
 
 Resumable budgets.  The budget counts generated tokens.  Sample ids are 0, 1, 2, ...
 and everything about a sample derives from (``generation.seed``, sample id), so the
@@ -49,9 +49,8 @@ import numpy as np
 
 from ..config import AuditConfig
 from ..errors import UserFacingError
-from ..runs import RunRecord
 from ..tables import Tables
-from ..tokenizer import check_model_location, tokenizer_fingerprint
+from ..tokenizer import check_model_location
 from .backends import BackendSpec
 from .model_loading import get_tokenizer
 from .prompts import PlanContext, build_plan, expected_tokens_per_sample, load_prompt_source
@@ -82,9 +81,8 @@ class RunProgress:
 def run_generation(spark, cfg: AuditConfig, run_id: str, budget_tokens: int | None = None,
                    tables: Tables | None = None) -> dict:
     """Generate samples for ``run_id`` until it holds ``budget_tokens`` generated tokens
-    (default ``generation.budget_tokens``); creates the run row when absent.
-
-    Returns the step statistics (also stored under ``runs.step_stats['generate']``)."""
+    (default ``generation.budget_tokens``); returns the step statistics.  Run state (the
+    ``runs`` row, the step record) belongs to the runner."""
     gen = cfg.generation
     budget = int(budget_tokens or gen.budget_tokens)
     if budget < 1:
@@ -93,39 +91,26 @@ def run_generation(spark, cfg: AuditConfig, run_id: str, budget_tokens: int | No
     model_path = check_model_location(cfg.resolve(cfg.model.path), "model.path")
     tokenizer_path = cfg.resolve(cfg.model.tokenizer_path)
     tokenizer = get_tokenizer(tokenizer_path)
-    record = RunRecord(tables, run_id)
-    ensure_run(record, cfg, tokenizer_fingerprint(tokenizer), budget)
-    record.step_started("generate")
-    try:
-        stats = _generate(spark, cfg, tables, record, tokenizer, model_path, tokenizer_path, budget)
-    except Exception as err:
-        record.set_status("failed:generate", error=f"{type(err).__name__}: {err}")
-        raise
-    record.step_done("generate", stats)
-    return stats
+    return _generate(spark, cfg, tables, run_id, tokenizer, model_path, tokenizer_path, budget)
 
 
-def ensure_run(record: RunRecord, cfg: AuditConfig, tokenizer: str, budget: int) -> None:
-    """Create the run row, or check that a rerun keeps the settings that define its
-    samples (a changed seed or temperature would mix two different runs)."""
-    row = record.get()
-    if row is None:
-        record.create(cfg, tokenizer=tokenizer, budget_tokens=budget)
+def check_defining_settings(tables: Tables, run_id: str, run: dict | None, cfg: AuditConfig) -> None:
+    """A run that already holds generated samples keeps the settings that define them (a
+    changed seed or temperature would mix two different runs)."""
+    from pyspark.sql import functions as F
+
+    if not run:
         return
-    stored = json.loads(row.get("config_json") or "{}")
+    stored = json.loads(run.get("config_json") or "{}")
     current = json.loads(cfg.to_json())
     changed = [".".join(key) for key in _DEFINING_KEYS if _dig(stored, key) != _dig(current, key)]
-    if stored and changed:
+    if not stored or not changed:
+        return
+    has_samples = tables.read("samples").where(F.col("run_id") == run_id).limit(1).count() > 0
+    if has_samples:
         raise UserFacingError(
-            f"run {record.run_id!r} was created with different {', '.join(changed)}; "
+            f"run {run_id!r} was created with different {', '.join(changed)}; "
             "rerun with the original configuration or use a new --run-id")
-    updates = {}
-    if row.get("budget_tokens") != budget:
-        updates["budget_tokens"] = budget
-    if not row.get("tokenizer"):
-        updates["tokenizer"] = tokenizer
-    if updates:
-        record.update(**updates)
 
 
 def _dig(data: dict, key: tuple[str, ...]):
@@ -134,10 +119,9 @@ def _dig(data: dict, key: tuple[str, ...]):
     return data
 
 
-def _generate(spark, cfg, tables, record, tokenizer, model_path, tokenizer_path, budget) -> dict:
+def _generate(spark, cfg, tables, run_id, tokenizer, model_path, tokenizer_path, budget) -> dict:
     started = time.monotonic()
     gen = cfg.generation
-    run_id = record.run_id
     done = existing_progress(tables, run_id)
     before = RunProgress(done.samples, done.tokens, done.max_id)
     chunk_cap = gen.chunk_samples or gen.samples_per_task * _default_parallelism(spark)
@@ -172,7 +156,6 @@ def _generate(spark, cfg, tables, record, tokenizer, model_path, tokenizer_path,
             done.samples += n
             done.tokens += tokens
             done.max_id = max(done.max_id, int(plan["sample_id"].max()))
-            record.update(generated_tokens=done.tokens)
             _log_progress(run_id, chunks, n, done, before, budget, time.monotonic() - started)
             if tokens == 0:
                 raise UserFacingError(
@@ -240,7 +223,7 @@ def generate_chunk(spark, tables: Tables, run_id: str, plan, spec: WorkerSpec, s
     try:
         row = samples.agg(F.count("*").alias("n"), F.sum("n_tokens").alias("t"),
                           F.sum(F.when(F.col("finish_reason") == "eos", 1).otherwise(0)).alias("eos")).collect()[0]
-        tables.merge("samples", samples, update=False, condition=f"t.run_id = '{_sql_str(run_id)}'")
+        tables.merge("samples", samples, update=False, run_id=run_id)
     finally:
         samples.unpersist()
     return int(row["n"] or 0), int(row["t"] or 0), int(row["eos"] or 0)
@@ -290,10 +273,6 @@ def _default_parallelism(spark) -> int:
         return max(1, int(spark.sparkContext.defaultParallelism))
     except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
         return 1
-
-
-def _sql_str(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def _log_progress(run_id, chunk, added, done: RunProgress, before: RunProgress, budget, elapsed) -> None:

@@ -12,7 +12,7 @@ otherwise copy min/max values into ``_delta_log`` where VACUUM never removes the
 
 Reads: ``samples``, ``corpus_documents``, ``pii_corpus_*``, ``passage_occurrences``,
 ``runs``, and the control run's ``samples`` / ``pii_findings``.
-Writes: ``pii_findings``, ``pii_corpus_*``, ``runs`` (step stats).
+Writes: ``pii_findings``, ``pii_corpus_*`` (run state is the runner's).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..config import AuditConfig
 from ..errors import UserFacingError
-from ..runs import RunRecord
+from ..ids import validate_id
 from ..tables import TABLES, Tables
 from . import normalise as norm
 from .corpus_index import build_pii_corpus_index
@@ -82,12 +82,6 @@ def detect_samples(samples, settings: DetectionSettings, keep_raw: bool = False)
                                                            DETECTIONS_DDL)
 
 
-def _run_literal(run_id: str) -> str:
-    if not run_id or "'" in run_id or "\\" in run_id:
-        raise UserFacingError(f"--run-id: {run_id!r} is not a valid run id (no quotes or backslashes)")
-    return run_id
-
-
 def create_redacted_views(tables: Tables) -> list[str]:
     """``pii_findings_redacted``: every findings column except the raw ``value``.
 
@@ -131,30 +125,27 @@ def _control_keys(tables: Tables, settings: DetectionSettings, control_run_id: s
 
 
 def run_pii(spark, cfg: AuditConfig, run_id: str, control_run_id: str | None = None,
-            tables: Tables | None = None, record_step: bool = True) -> dict:
-    """Tag, look up and write the run's personal-data findings; returns the step stats.
-
-    When the run has a ``runs`` row and ``record_step`` is true, its status follows the step
-    (running:pii, then the recorded stats, or failed:pii with the error); a step runner that
-    records steps itself passes ``record_step=False``."""
+            tables: Tables | None = None, run_row: dict | None = None) -> dict:
+    """Tag, look up and write the run's personal-data findings; returns the step stats (the
+    runner records them)."""
     tables = tables or Tables(spark, cfg)
-    _run_literal(run_id)
+    validate_id(run_id)
     if not cfg.pii.enabled:
         log.info("pii.enabled is false: personal data step skipped for run %s", run_id)
         return {"run_id": run_id, "skipped": "pii.enabled is false"}
     settings = DetectionSettings.from_config(cfg)
-    record = RunRecord(tables, run_id)
-    run_row = record.get() if tables.exists("runs") else None
-    if not run_row or not record_step:
-        return _run_pii(spark, cfg, tables, settings, run_id, control_run_id, run_row or {})
-    record.step_started("pii")
-    try:
-        stats = _run_pii(spark, cfg, tables, settings, run_id, control_run_id, run_row)
-    except Exception as err:
-        record.set_status("failed:pii", error=f"{type(err).__name__}: {err}")
-        raise
-    record.step_done("pii", stats)
-    return stats
+    if run_row is None:
+        run_row = _run_row(tables, run_id)
+    return _run_pii(spark, cfg, tables, settings, run_id, control_run_id, run_row or {})
+
+
+def _run_row(tables: Tables, run_id: str) -> dict:
+    from pyspark.sql import functions as F
+
+    if not tables.exists("runs"):
+        return {}
+    rows = tables.read("runs").where(F.col("run_id") == run_id).limit(1).collect()
+    return rows[0].asDict(recursive=True) if rows else {}
 
 
 def _run_pii(spark, cfg: AuditConfig, tables: Tables, settings: DetectionSettings, run_id: str,
@@ -165,9 +156,7 @@ def _run_pii(spark, cfg: AuditConfig, tables: Tables, settings: DetectionSetting
     started = time.monotonic()
     control_run_id = control_run_id or run_row.get("control_run_id")
     if control_run_id:
-        _run_literal(control_run_id)
-        if run_row and run_row.get("control_run_id") != control_run_id:
-            RunRecord(tables, run_id).update(control_run_id=control_run_id)
+        validate_id(control_run_id, "control run id")
     corpus_id = run_row.get("corpus_id") or cfg.corpus.id
 
     samples = tables.read("samples").where(F.col("run_id") == run_id)
@@ -208,7 +197,7 @@ def _run_pii(spark, cfg: AuditConfig, tables: Tables, settings: DetectionSetting
 
         findings = findings.withColumn("run_id", F.lit(run_id)).withColumn("created_at", F.current_timestamp())
         ensure_findings_table(tables)
-        tables.replace_where("pii_findings", findings, f"run_id = '{run_id}'")
+        tables.replace_run("pii_findings", findings, run_id)
     finally:
         detections.unpersist()
         if search_hits is not None:

@@ -25,6 +25,9 @@ checkpoint cleans it.  ``pii_findings`` excludes ``value`` from statistics, but 
 such as ``samples`` keeps prefixes of ``text`` there unless its
 ``delta.dataSkippingStatsColumns`` leaves text columns out.
 
+Files: the run's scratch folder (``scratch.py``), its report folder and every file listed
+in ``run_artifacts`` (HTML, Markdown, JSON, review exports) are deleted first.
+
 Reads and writes every table with a ``run_id`` column.
 """
 
@@ -35,6 +38,8 @@ import time
 
 from ..config import AuditConfig
 from ..errors import UserFacingError
+from ..ids import validate_id
+from ..scratch import delete_path, run_scratch
 from ..tables import TABLES, Tables
 
 log = logging.getLogger(__name__)
@@ -44,6 +49,21 @@ def run_tables() -> list[str]:
     """Tables holding per-run rows (those with a run_id column), runs last."""
     names = [name for name, spec in TABLES.items() if "run_id" in spec.column_names]
     return sorted(names, key=lambda n: n == "runs")
+
+
+def _delete_run_files(spark, cfg: AuditConfig, tables: Tables, run_id: str) -> list[str]:
+    """Every copy outside the tables: recorded artifacts (reports, review exports, wherever
+    they were written), the default report folder, and the run's scratch folder."""
+    from pyspark.sql import functions as F
+
+    paths = []
+    if tables.exists("run_artifacts"):
+        paths += [r["path"] for r in tables.read("run_artifacts").where(F.col("run_id") == run_id)
+                  .select("path").collect()]
+    if cfg.report.output_dir:
+        paths.append(f"{cfg.resolve(cfg.report.output_dir).rstrip('/')}/{run_id}")
+    paths.append(run_scratch(cfg, run_id))
+    return [p for p in dict.fromkeys(paths) if delete_path(spark, p)]
 
 
 def _uses_deletion_vectors(tables: Tables, name: str) -> bool:
@@ -56,12 +76,12 @@ def purge_run(spark, cfg: AuditConfig, run_id: str, vacuum: bool = True, tables:
     ``storage.retention_hours``.  Returns rows deleted per table and tables vacuumed."""
     from pyspark.sql import functions as F
 
-    if not run_id or "'" in run_id:
-        raise UserFacingError(f"--run-id: {run_id!r} is not a valid run id")
+    validate_id(run_id)
     started = time.monotonic()
     tables = tables or Tables(spark, cfg)
     hours = cfg.storage.retention_hours
-    stats: dict = {"run_id": run_id, "rows_deleted": {}, "vacuumed": [], "retention_hours": hours if vacuum else None}
+    stats: dict = {"run_id": run_id, "rows_deleted": {}, "vacuumed": [], "retention_hours": hours if vacuum else None,
+                   "files_deleted": _delete_run_files(spark, cfg, tables, run_id)}
     touched = []
     for name in run_tables():
         if not tables.exists(name):

@@ -29,7 +29,6 @@ import pandas as pd
 
 from ..config import AuditConfig
 from ..tables import Tables
-from .candidates import run_predicate
 from .scores import SCORES
 
 log = logging.getLogger(__name__)
@@ -58,10 +57,12 @@ def positive_samples(tables: Tables, run_id: str):
     return occ.join(passages, "passage_id").select("sample_id").distinct().withColumn("label", F.lit(1))
 
 
-def calibration_frame(candidates, positives, score_names: list[str], ks=K_VALUES) -> pd.DataFrame:
+def calibration_frame(candidates, positives, score_names: list[str], ks=K_VALUES, scratch: str | None = None
+                      ) -> pd.DataFrame:
     """The per-(score, k) numbers from one run's candidates and its positive sample ids."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
+
+    from ..ordering import ordered
 
     reps = candidates.where(F.col("is_representative")).join(positives, "sample_id", "left") \
         .withColumn("label", F.coalesce("label", F.lit(0)))
@@ -72,10 +73,14 @@ def calibration_frame(candidates, positives, score_names: list[str], ks=K_VALUES
         for name in score_names])).alias("s")
     long = reps.select("sample_id", "label", per_score).select("sample_id", "label", "s.*") \
         .where(F.col("rank").isNotNull())  # one scan, one row per (sample, score) ranked
-    by_score = Window.partitionBy("score")
-    first_rank = F.rank().over(by_score.orderBy(F.col("suspicion").asc()))
-    ties = F.count("*").over(Window.partitionBy("score", "suspicion"))
-    long = long.withColumn("avg_rank", first_rank + (ties - 1) / 2.0)
+    # Average rank of tied suspicion values (rank-sum AUC): the first row number of the tie
+    # group plus half its size, from range-partitioned row numbers and a keyed aggregate.
+    numbered = ordered(long, [F.col("suspicion").asc(), F.col("sample_id").asc()], partition_by=["score"],
+                       row_number="_row", scratch=scratch)
+    ties = numbered.groupBy("score", "suspicion").agg(F.min("_row").alias("first_rank"),
+                                                      F.count(F.lit(1)).alias("ties"))
+    long = numbered.join(ties, ["score", "suspicion"]).withColumn(
+        "avg_rank", F.col("first_rank") + (F.col("ties") - 1) / 2.0)
     sums = long.groupBy("score").agg(
         F.count("*").alias("n_ranked"),
         F.sum("label").alias("n_positive"),
@@ -94,19 +99,20 @@ def calibration_frame(candidates, positives, score_names: list[str], ks=K_VALUES
     return pd.DataFrame.from_records(records, columns=RESULT_COLUMNS[1:])
 
 
-def calibrate(spark, cfg: AuditConfig, run_id: str, ks=K_VALUES) -> pd.DataFrame:
+def calibrate(spark, cfg: AuditConfig, run_id: str, ks=K_VALUES, tables: Tables | None = None,
+              scratch: str | None = None) -> pd.DataFrame:
     """Per score precision@k and AUC against the corpus route; stored in ``rank_calibration``.
 
     Returns an empty frame (and writes nothing) when the run has no passage_occurrences."""
     from pyspark.sql import functions as F
 
-    tables = Tables(spark, cfg)
+    tables = tables or Tables(spark, cfg)
     positives = positive_samples(tables, run_id)
     if positives is None:
         log.info("run %s has no passage_occurrences: calibration needs the corpus route on the same run", run_id)
         return pd.DataFrame(columns=RESULT_COLUMNS)
     candidates = tables.read("candidates").where(F.col("run_id") == run_id)
-    result = calibration_frame(candidates, positives, list(cfg.rank.scores), ks)
+    result = calibration_frame(candidates, positives, list(cfg.rank.scores), ks, scratch=scratch)
     result.insert(0, "run_id", run_id)
     if not result.empty:
         stored = result.assign(computed_at=datetime.now(timezone.utc).replace(tzinfo=None))
@@ -114,5 +120,5 @@ def calibrate(spark, cfg: AuditConfig, run_id: str, ks=K_VALUES) -> pd.DataFrame
         stored["auc"] = stored["auc"].astype("float64")
         df = spark.createDataFrame(stored).withColumn(  # a missing AUC is NULL, not NaN
             "auc", F.when(F.isnan("auc"), None).otherwise(F.col("auc")))
-        tables.replace_where("rank_calibration", df, run_predicate(run_id))
+        tables.replace_run("rank_calibration", df, run_id)
     return result

@@ -22,7 +22,6 @@ import numpy as np
 
 from ..config import AuditConfig
 from ..errors import UserFacingError
-from ..runs import RunRecord
 from ..tables import Tables
 from .dedup import near_duplicate_clusters
 from .scores import SCORES, combine_scores, token_logprobs
@@ -36,11 +35,6 @@ SCORED_SCHEMA = (
 )
 _DOUBLE_COLUMNS = ("target_log_ppl", "reference_log_ppl", "lowercase_log_ppl", "reference_ratio",
                    "zlib_ratio", "lowercase_ratio", "window_min_log_ppl", "min_k_prob")
-
-
-def run_predicate(run_id: str) -> str:
-    """SQL predicate selecting one run (the run id quoted safely)."""
-    return "run_id = '" + run_id.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 @dataclass(frozen=True)
@@ -165,19 +159,28 @@ def _score_batches(batches: Iterator, settings: ScoringSettings):
         yield score_batch(pdf, settings)
 
 
-def with_ranks(df, score_names: list[str]):
+def with_ranks(df, score_names: list[str], scratch: str | None = None):
     """Add ``rank_<score>`` columns: 1 = most likely memorised, ties broken by sample_id,
-    computed over representatives with a non-NULL score only (others get NULL)."""
-    from pyspark.sql import Window
+    computed over representatives with a non-NULL score only (others get NULL).
+
+    One pass for every score: a long (sample, score, key) frame ranked per score by range
+    partitions (``ordering.ordered``), never a window holding a whole run in one task."""
     from pyspark.sql import functions as F
 
-    for name in score_names:
-        spec = SCORES[name]
-        eligible = F.col("is_representative") & F.col(name).isNotNull()
-        order = F.col(name).asc() if spec.ascending else F.col(name).desc()
-        window = Window.partitionBy("run_id", eligible).orderBy(order, F.col("sample_id").asc())
-        df = df.withColumn(spec.rank_column, F.when(eligible, F.row_number().over(window)).cast("int"))
-    return df
+    from ..ordering import ordered
+
+    if not score_names:
+        return df
+    long = df.where(F.col("is_representative")).select("sample_id", F.explode(F.array(*[
+        F.struct(F.lit(name).alias("score"), (F.col(name) if SCORES[name].ascending else -F.col(name)).alias("key"))
+        for name in score_names])).alias("s")).select("sample_id", "s.score", "s.key").where(F.col("key").isNotNull())
+    ranked = ordered(long, [F.col("key").asc(), F.col("sample_id").asc()], partition_by=["score"],
+                     row_number="rank", scratch=scratch)
+    wide = ranked.groupBy("sample_id").agg(*[
+        F.max(F.when(F.col("score") == name, F.col("rank"))).cast("int").alias(SCORES[name].rank_column)
+        for name in score_names])
+    return df.drop(*[SCORES[n].rank_column for n in score_names if SCORES[n].rank_column in df.columns]).join(
+        wide, "sample_id", "left")
 
 
 def _sample_profile(samples):
@@ -212,14 +215,16 @@ def _check_token_ids(samples, profile: dict, vocab_size: int, setting: str, run_
         f"(size {vocab_size}) of {setting} (e.g. {value}): were the samples made with another tokenizer?")
 
 
-def run_rank(spark, cfg: AuditConfig, run_id: str) -> dict:
-    """Fill ``candidates`` for one run; returns (and records in ``runs``) the step's counts."""
+def run_rank(spark, cfg: AuditConfig, run_id: str, tables: Tables | None = None, scratch: str | None = None) -> dict:
+    """Fill ``candidates`` for one run; returns the step's counts (the runner records them)."""
     from pyspark.sql import functions as F
 
+    from ..scratch import step_scratch
     from .model_cache import describe_model
 
     started = time.time()
-    tables = Tables(spark, cfg)
+    tables = tables or Tables(spark, cfg)
+    scratch = scratch or step_scratch(cfg, run_id, "rank")
     samples = tables.read("samples").where(F.col("run_id") == run_id)
     profile = _sample_profile(samples)
     n_in = profile["samples"]
@@ -252,8 +257,11 @@ def run_rank(spark, cfg: AuditConfig, run_id: str) -> dict:
         .join(clusters, "sample_id")
         .withColumn("scored_at", F.current_timestamp())
     )
-    candidates = with_ranks(candidates, list(settings.scores))
-    tables.replace_where("candidates", candidates, run_predicate(run_id))
+    # Scores computed once, read by the rank pass and the write.
+    candidates.write.format("delta").mode("overwrite").save(f"{scratch}/scored")
+    candidates = spark.read.format("delta").load(f"{scratch}/scored")
+    candidates = with_ranks(candidates, list(settings.scores), scratch=scratch)
+    tables.replace_run("candidates", candidates, run_id)
     score_seconds = round(time.time() - score_started, 3)
 
     written = tables.read("candidates").where(F.col("run_id") == run_id)
@@ -282,7 +290,6 @@ def run_rank(spark, cfg: AuditConfig, run_id: str) -> dict:
         "seconds": round(time.time() - started, 3),
         "settings": {k: v for k, v in asdict(settings).items() if k in ("window", "min_k_percent", "batch_size")},
     }
-    RunRecord(tables, run_id).step_done("rank", stats)
     log.info("rank %s: %d samples, %d representatives, %.1fs", run_id, stats["scored"],
              stats["representatives"], stats["seconds"])
     return stats

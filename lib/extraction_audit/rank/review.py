@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..config import AuditConfig
 from ..errors import UserFacingError
+from ..ids import ID_RULE, is_valid_id
 from ..tables import Tables
 from .scores import SCORES
 
@@ -77,11 +78,17 @@ def _spreadsheet_safe(value):
     return value
 
 
-def export_review(spark, cfg: AuditConfig, run_id: str, top_n: int | None, out_dir: str | Path) -> dict:
-    """Write ``review_<run>.html`` and ``review_<run>.csv`` under ``out_dir``; returns paths and counts."""
+def export_review(spark, cfg: AuditConfig, run_id: str, top_n: int | None, out_dir: str | Path | None = None
+                  ) -> dict:
+    """Write ``review_<run>.html`` and ``review_<run>.csv`` under ``out_dir`` (default
+    ``<report.output_dir>/<run>/review``) and list them in ``run_artifacts`` for purge;
+    returns paths and counts."""
+    from ..runs import RunRecord
+    from ..tables import Tables
+
     top_n = top_n or cfg.rank.top_n
     queue = review_queue(spark, cfg, run_id, top_n)
-    out = Path(out_dir)
+    out = Path(out_dir) if out_dir else Path(cfg.resolve(cfg.report.output_dir)) / run_id / "review"
     out.mkdir(parents=True, exist_ok=True)
     stem = f"review_{_safe_name(run_id)}"
     csv_path, html_path = out / f"{stem}.csv", out / f"{stem}.html"
@@ -93,6 +100,7 @@ def export_review(spark, cfg: AuditConfig, run_id: str, top_n: int | None, out_d
     table["evidence"] = ""
     table.to_csv(csv_path, index=False)
     html_path.write_text(render_html(queue, run_id, top_n, _score_names(cfg), csv_path.name), encoding="utf-8")
+    RunRecord(Tables(spark, cfg), run_id).record_artifacts([csv_path, html_path], kind="review_export")
     log.info("review queue for %s: %d samples -> %s", run_id, len(queue), out)
     return {"run_id": run_id, "top_n": top_n, "samples": int(len(queue)), "csv": str(csv_path),
             "html": str(html_path)}
@@ -179,11 +187,11 @@ def read_verdicts(path: str | Path, reviewer: str) -> tuple[pd.DataFrame, dict]:
         r = bad_verdict.iloc[0]
         raise UserFacingError(f"{path}: row {r['row']} (sample {r['sample_id']}): verdict {r['verdict']!r} is not "
                               f"one of {', '.join(VERDICTS)}")
-    bad_id = filled[~filled["sample_id"].str.fullmatch(r"-?\d+") | (filled["run_id"] == "")]
+    bad_id = filled[~filled["sample_id"].str.fullmatch(r"-?\d+") | ~filled["run_id"].map(is_valid_id)]
     if len(bad_id):
         r = bad_id.iloc[0]
-        raise UserFacingError(f"{path}: row {r['row']}: needs a run_id and an integer sample_id, got "
-                              f"run_id={r['run_id']!r} sample_id={r['sample_id']!r}")
+        raise UserFacingError(f"{path}: row {r['row']}: needs a valid run_id ({ID_RULE}) and an integer "
+                              f"sample_id, got run_id={r['run_id']!r} sample_id={r['sample_id']!r}")
     filled["sample_id"] = filled["sample_id"].astype("int64")
     dup = filled[filled.duplicated(["run_id", "sample_id"], keep=False)]
     if len(dup):

@@ -11,12 +11,13 @@ tokens (default: ``generation.sampling.max_new_tokens``, the length of a sample)
 sequence plays the part of one sample.  Matching is injected (``match_fn``) so this
 module does not depend on how the matching stage is built.
 
-Reads: the held-out text file(s).  Writes: ``chance_baseline`` (merge by run_id, source),
-``runs.step_stats['chance_baseline']``.
+Reads: the held-out text file(s).  Writes: ``chance_baseline`` (merge by run_id, source);
+the report step records the figures in ``run_steps``.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,11 +38,11 @@ TABLES.md (maximal runs of covered positions, verified token by token), with col
 (missing: distinct passages are not reported)."""
 
 
-def default_sequence_matcher() -> MatchTokenSequences:
+def default_sequence_matcher(scratch: str) -> MatchTokenSequences:
     """``match_fn`` backed by the matching stage (``extraction_audit.match.match_sequences``),
     so the baseline uses exactly the run's match rule, verification and filler flags."""
     try:
-        from ..match import match_sequences, staging_dir
+        from ..match import match_sequences
     except ImportError as err:
         raise UserFacingError(f"the chance baseline needs the matching stage (extraction_audit.match): {err}") from None
 
@@ -49,7 +50,7 @@ def default_sequence_matcher() -> MatchTokenSequences:
         from pyspark.sql import functions as F
 
         sequences = sequences_df.select(F.col("sequence_id").alias("sample_id"), "token_ids")
-        occurrences, passages, _, _ = match_sequences(spark, cfg, sequences, staging_dir(cfg, "chance_baseline"))
+        occurrences, passages, _, _ = match_sequences(spark, cfg, sequences, scratch)
         flags = passages.select("passage_id", "is_low_entropy")
         return (occurrences.join(flags, "passage_id", "left")
                 .select(F.col("sample_id").alias("sequence_id"), "start", "end", "passage_id", "is_low_entropy"))
@@ -108,14 +109,13 @@ def holdout_sequences(spark, cfg: AuditConfig, texts_df, sequence_tokens: int | 
 
 
 def compute_chance_baseline(spark, cfg: AuditConfig, run_id: str, match_fn: MatchTokenSequences | None = None,
-                            source: str | None = None, sequences_df=None) -> dict:
+                            source: str | None = None, sequences_df=None, scratch: str | None = None) -> dict:
     """Match held-out sequences, write the ``chance_baseline`` row for ``run_id``, return it.
 
     ``sequences_df`` (``sequence_id, token_ids``) skips reading and tokenizing ``source``
     (then ``source`` is only the label)."""
     from pyspark.sql import functions as F
 
-    from ..runs import RunRecord
     from ..tables import Tables
     from .bootstrap import SampleSummaries, interval
 
@@ -123,7 +123,10 @@ def compute_chance_baseline(spark, cfg: AuditConfig, run_id: str, match_fn: Matc
     source = source or cfg.report.holdout_source
     if not source:
         raise UserFacingError("no held-out text for the chance baseline: set report.holdout_source")
-    match_fn = match_fn or default_sequence_matcher()
+    if match_fn is None:
+        from ..scratch import step_scratch
+
+        match_fn = default_sequence_matcher(scratch or step_scratch(cfg, run_id, "chance_baseline"))
     if sequences_df is None:
         sequences_df = holdout_sequences(spark, cfg, read_holdout_text(spark, cfg, source))
     sequences = sequences_df.select("sequence_id", F.size("token_ids").alias("n_tokens")).persist()
@@ -175,9 +178,6 @@ def compute_chance_baseline(spark, cfg: AuditConfig, run_id: str, match_fn: Matc
     from ..tables import CHANCE_BASELINE
 
     tables.merge("chance_baseline", spark.createDataFrame([row], schema=CHANCE_BASELINE.schema))
-    stats = {k: row[k] for k in ("sequences", "generated_tokens", "extracted_tokens", "share_extracted",
-                                 "distinct_passages", "low_entropy_tokens")}
-    stats["seconds"] = round(time.time() - started, 2)
-    if RunRecord(tables, run_id).exists():
-        RunRecord(tables, run_id).step_done("chance_baseline", stats)
+    logging.getLogger(__name__).info("chance baseline for %s: %.4f share matched by chance (%.1fs)", run_id,
+                                     row["share_extracted"], time.time() - started)
     return row

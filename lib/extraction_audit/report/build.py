@@ -291,8 +291,6 @@ def build_report(spark, cfg: AuditConfig, run_id: str, compare_run_ids=(), out_d
     ``include_control`` is false).  Returns the written paths and the step's counts.
 
     ``out_dir`` defaults to ``<report.output_dir>/<run_id>``."""
-    from ..runs import RunRecord
-    from ..tables import Tables
     from . import html as html_render
     from . import markdown as md_render
     from .plots import doc_count_histogram_png, growth_curve_png
@@ -335,7 +333,6 @@ def build_report(spark, cfg: AuditConfig, run_id: str, compare_run_ids=(), out_d
         "seconds": round(time.time() - started, 2),
         "html": str(paths["html"]),
     }
-    RunRecord(Tables(spark, cfg), run_id).step_done("report", stats)
     log.info("report for %s written to %s (%.1fs)", run_id, paths["html"], stats["seconds"])
     return {**{k: str(v) for k, v in paths.items()}, "figures": {k: str(v) for k, v in figure_paths.items()},
             "out_dir": str(out), "stats": stats, "warnings": list(data.warnings)}

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..ids import id_literal
+
 #: Tables the queries read.  Missing ones become empty views, so a run without PII or
 #: ranking results still gets a report (with empty sections) rather than a SQL error.
 QUERY_TABLES = (
@@ -44,7 +46,9 @@ _MARKER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
 def sql_literal(value) -> str:
-    """A Python value as a Spark SQL literal (strings escaped for the default parser)."""
+    """A parameter value as SQL: numbers and booleans as themselves, strings only when they
+    are valid ids (``ids.id_literal``), lists as arrays.  Nothing is escaped: a value that
+    would need escaping is refused."""
     if value is None:
         return "NULL"
     if isinstance(value, bool):
@@ -56,8 +60,7 @@ def sql_literal(value) -> str:
     if isinstance(value, (list, tuple)):
         items = [sql_literal(v) for v in value]
         return f"array({', '.join(items)})" if items else "CAST(array() AS ARRAY<STRING>)"
-    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
-    return f"'{text}'"
+    return id_literal(str(value), "query parameter")
 
 
 def bind(sql: str, params: dict) -> str:

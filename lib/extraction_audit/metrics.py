@@ -1,0 +1,108 @@
+"""The metrics step: ``run_metrics`` rows at budget checkpoints (the growth curve).
+
+Reads ``samples``, ``runs``, ``passage_occurrences``, ``extracted_passages``,
+``matched_windows`` and ``pii_findings``; writes ``run_metrics`` (``replaceWhere run_id``).
+It depends on match and pii, so the PII columns and the distinct n-grams are always from
+the same finished steps, whichever process ran them.
+
+A checkpoint holds the samples, in generation order (``sample_id``), whose cumulative
+generated tokens fit in it.  Each sample gets the index of the first checkpoint holding
+it; each distinct thing (passage, n-gram, personal-data value) gets the first checkpoint
+of any sample that holds it; then every count is a cumulative sum over the (few)
+checkpoints.  No step crosses all samples with all checkpoints, and no window is
+unpartitioned (``ordering.py`` computes the cumulative tokens).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from .config import AuditConfig
+from .ordering import ordered
+from .tables import Tables
+
+COUNT_COLUMNS = ("generated_tokens", "n_samples", "extracted_tokens", "distinct_passages",
+                 "distinct_rare_passages", "distinct_ngrams", "pii_found", "pii_in_corpus")
+
+
+def budget_checkpoints(budget: int) -> list[int]:
+    """1%, 10% and 100% of the budget and every power of ten in between."""
+    budget = max(int(budget), 1)
+    points = {max(1, budget // 100), max(1, budget // 10), budget}
+    lo = budget / 100
+    k = math.ceil(math.log10(max(lo, 1)))
+    while 10 ** k < budget:
+        if 10 ** k > lo:
+            points.add(10 ** k)
+        k += 1
+    return sorted(points)
+
+
+def compute_run_metrics(spark, cfg: AuditConfig, run_id: str, tables: Tables, run: dict | None = None,
+                        scratch: str | None = None) -> list[dict]:
+    """Write and return the run's ``run_metrics`` rows, smallest checkpoint first."""
+    from pyspark.sql import functions as F
+
+    run = run or {}
+    samples = tables.read("samples").where(F.col("run_id") == run_id).select("sample_id", "n_tokens")
+    cum = ordered(samples, [F.col("sample_id").asc()], running_sums={"cum_tokens": F.col("n_tokens")},
+                  scratch=scratch)
+    total = int(cum.agg(F.max("cum_tokens")).first()[0] or 0)
+    budget = int(run.get("budget_tokens") or total or 1)
+    points = sorted(set(budget_checkpoints(budget)) | ({total} if 0 < total < budget else set()))
+    first_cp = None
+    for i in reversed(range(len(points))):
+        first_cp = F.when(F.col("cum_tokens") <= points[i], F.lit(i)).otherwise(
+            first_cp if first_cp is not None else F.lit(None))
+    per_sample = cum.select("sample_id", "n_tokens", first_cp.alias("cp")).where(F.col("cp").isNotNull())
+
+    rare = cfg.match.rare_doc_count
+    passages = (tables.read("extracted_passages").where(F.col("run_id") == run_id)
+                .where(~F.col("is_low_entropy") & ~F.coalesce(F.col("is_prompt_copy"), F.lit(False)))
+                .select("passage_id", "doc_count"))
+    occ = (tables.read("passage_occurrences").where(F.col("run_id") == run_id)
+           .select("sample_id", "start", "end", "passage_id").join(passages, "passage_id")
+           .join(per_sample.select("sample_id", "cp"), "sample_id"))
+    windows = (tables.read("matched_windows").where(F.col("run_id") == run_id).select("sample_id", "ngram_hash")
+               .join(per_sample.select("sample_id", "cp"), "sample_id"))
+    pii = (tables.read("pii_findings").where(F.col("run_id") == run_id).select("sample_id", "value_key", "in_corpus")
+           .join(per_sample.select("sample_id", "cp"), "sample_id"))
+
+    first_seen = {
+        "distinct_passages": occ.groupBy("passage_id").agg(F.min("cp").alias("cp")),
+        "distinct_rare_passages": occ.where(F.col("doc_count").between(1, rare))
+        .groupBy("passage_id").agg(F.min("cp").alias("cp")),
+        "distinct_ngrams": windows.groupBy("ngram_hash").agg(F.min("cp").alias("cp")),
+        "pii_found": pii.groupBy("value_key").agg(F.min("cp").alias("cp")),
+        "pii_in_corpus": pii.where(F.col("in_corpus")).groupBy("value_key").agg(F.min("cp").alias("cp")),
+    }
+    per_cp = [
+        per_sample.groupBy("cp").agg(F.sum("n_tokens").alias("generated_tokens"),
+                                     F.count(F.lit(1)).alias("n_samples")),
+        occ.groupBy("cp").agg(F.sum(F.col("end") - F.col("start")).alias("extracted_tokens")),
+        *[df.groupBy("cp").agg(F.count(F.lit(1)).alias(name)) for name, df in first_seen.items()],
+    ]
+    union = None
+    for df in per_cp:  # one small row per checkpoint and measure, gathered in one job
+        long = df.select("cp", F.explode(F.create_map(*[x for c in df.columns if c != "cp"
+                                                       for x in (F.lit(c), F.col(c).cast("long"))])))
+        union = long if union is None else union.unionByName(long)
+    rows = union.toPandas()
+    table = _cumulative(rows, points)
+    table["run_id"] = run_id
+    table["share_extracted"] = [e / g if g > 0 else 0.0 for e, g in zip(table["extracted_tokens"],
+                                                                       table["generated_tokens"])]
+    metrics = spark.createDataFrame(table)
+    tables.replace_run("run_metrics", metrics, run_id)
+    return table.sort_values("budget_tokens").to_dict(orient="records")
+
+
+def _cumulative(rows: pd.DataFrame, points: list[int]) -> pd.DataFrame:
+    """Per-checkpoint increments (long form: cp, key, value) -> cumulative counts per checkpoint."""
+    wide = (rows.pivot_table(index="cp", columns="key", values="value", aggfunc="sum")
+            if len(rows) else pd.DataFrame())
+    wide = wide.reindex(index=range(len(points)), columns=list(COUNT_COLUMNS)).fillna(0).astype("int64").cumsum()
+    wide.insert(0, "budget_tokens", [int(p) for p in points])
+    return wide.reset_index(drop=True)

@@ -1,0 +1,247 @@
+"""The one runner: the only writer of run state, used by ``audit``, by every single-stage
+subcommand, and so by the bundle tasks and spark-submit entry points.
+
+For each step it validates the run id, creates or checks the run row, records the
+attempt in ``run_steps`` (keyed MERGE), gives the stage a fresh scratch folder, counts the
+Spark jobs the stage ran, records its statistics, deletes the scratch folder, marks steps
+that consumed the step's old output ``stale``, starts derived steps whose inputs are all
+done, and derives ``runs.status``: ``running:<step>``, ``failed:<step>``,
+``pending:<next step>``, or ``complete`` (with ``finished_at``) once every planned step is
+done, whichever process ran it.
+
+Reads and writes ``runs``, ``run_steps`` and ``run_artifacts``; each stage reads and
+writes its own tables (``stages.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+from .config import AuditConfig
+from .errors import UserFacingError
+from .ids import validate_id
+from .runs import RunRecord, new_run_id, now
+from .scratch import delete_path, step_scratch
+from .stages import STEP_ORDER, StageContext, audit_steps, get_stage, planned_steps
+from .tables import Tables
+
+log = logging.getLogger(__name__)
+
+
+class Runner:
+    def __init__(self, spark, cfg: AuditConfig, tables: Tables | None = None):
+        self.spark = spark
+        self.cfg = cfg
+        self.tables = tables or Tables(spark, cfg)
+
+    # ------------------------------------------------------------------ entry points
+    def audit(self, run_id: str | None = None, steps: list[str] | None = None,
+              options: dict[str, Any] | None = None) -> dict:
+        """Run (or finish) every planned step of a run; completed steps are skipped."""
+        run_id = validate_id(run_id) if run_id else new_run_id("audit")
+        plan = planned_steps(self.cfg, steps)
+        results = self.run_steps(run_id, audit_steps(self.cfg, steps), options, plan=plan, skip_done=True)
+        return {"run_id": run_id, "steps": results}
+
+    def run_step(self, run_id: str, step: str, options: dict[str, Any] | None = None) -> dict:
+        """One step, as a single subcommand runs it; returns the step's statistics."""
+        return self.run_steps(validate_id(run_id), [step], options)[step]
+
+    def run_unrecorded(self, step: str, options: dict[str, Any] | None = None) -> dict:
+        """A corpus-level step with no run (``index`` without ``--run-id``)."""
+        stage = get_stage(step)
+        ctx = StageContext(self.spark, self.cfg, self.tables, None, {}, None, dict(options or {}))
+        stats, _ = self._timed(stage, ctx, f"{step}:{uuid.uuid4().hex[:8]}")
+        return stats
+
+    def run_steps(self, run_id: str, steps: list[str], options: dict[str, Any] | None = None,
+                  plan: list[str] | None = None, skip_done: bool = False) -> dict[str, dict]:
+        validate_id(run_id)
+        options = dict(options or {})
+        for key in ("control_run_id",):
+            if options.get(key):
+                validate_id(options[key], key.replace("_", " "))
+        for other in options.get("compare_run_ids") or ():
+            validate_id(other, "compare run id")
+        stages = [get_stage(s) for s in steps]
+        record = RunRecord(self.tables, run_id)
+        run = record.get()
+        if run is None:
+            if not any(s.creates_run for s in stages):
+                raise UserFacingError(f"run {run_id!r} does not exist; generate or import samples first")
+            imported = "import_samples" in steps
+            record.create(self.cfg, steps_planned=plan or planned_steps(self.cfg, imported=imported),
+                          control_run_id=options.get("control_run_id"))
+            run = record.get()
+        elif plan is not None and list(run.get("steps_planned") or []) != plan:
+            record.update(steps_planned=plan)
+            run = record.get()
+        if options.get("control_run_id") and run.get("control_run_id") != options["control_run_id"]:
+            record.update(control_run_id=options["control_run_id"])
+            run = record.get()
+        results: dict[str, dict] = {}
+        for stage in stages:
+            state = record.steps()
+            if skip_done and state.get(stage.name, {}).get("status") == "done":
+                log.info("run %s: step %s already done, skipped", run_id, stage.name)
+                continue
+            self._require_inputs(run, stage, state)
+            results[stage.name] = self._execute(record, stage, options)
+            run = record.get()
+            results.update(self._run_ready_derived(record, options, exclude=steps))
+        self._refresh_status(record)
+        return results
+
+    # ------------------------------------------------------------------ one step
+    def _execute(self, record: RunRecord, stage, options: dict) -> dict:
+        run_id = record.run_id
+        run = record.get() or {}
+        scratch = step_scratch(self.cfg, run_id, stage.name)
+        ctx = StageContext(self.spark, self.cfg, self.tables, run_id, run, scratch, options)
+        fields = stage.begin(ctx) if stage.begin else {}
+        if fields:
+            record.update(**fields)
+            ctx.run = record.get() or {}
+        delete_path(self.spark, scratch)  # a killed attempt's leftovers
+        record.step_started(stage.name)
+        self._refresh_status(record)
+        log.info("run %s: step %s started", run_id, stage.name)
+        started = time.monotonic()
+        group = f"extraction-audit:{run_id}:{stage.name}:{uuid.uuid4().hex[:8]}"
+        try:
+            stats, jobs = self._timed(stage, ctx, group)
+        except BaseException as err:
+            message = str(err) if isinstance(err, UserFacingError) else f"{type(err).__name__}: {err}"
+            record.step_finished(stage.name, "failed", time.monotonic() - started, self._jobs(group),
+                                 error=message)
+            self._refresh_status(record)
+            raise
+        artifacts = stats.pop("artifacts", None)
+        if artifacts:
+            record.record_artifacts(artifacts, kind=stage.name)
+        stats = _jsonable(stats)
+        if stage.finish:
+            record.update(**stage.finish(stats))
+        record.step_finished(stage.name, "done", time.monotonic() - started, jobs, stats=stats)
+        delete_path(self.spark, scratch)
+        if stage.changed(stats):
+            record.mark_stale(self._dependents(stage.name, record))
+        self._refresh_status(record)
+        log.info("run %s: step %s done in %.1f s (%s Spark jobs)", run_id, stage.name,
+                 time.monotonic() - started, jobs)
+        return stats
+
+    def _timed(self, stage, ctx: StageContext, group: str) -> tuple[dict, int | None]:
+        sc = _spark_context(self.spark)
+        if sc is not None:
+            sc.setJobGroup(group, f"extraction-audit {stage.name}", interruptOnCancel=False)
+        try:
+            stats = stage.run(ctx) or {}
+        finally:
+            if sc is not None:
+                sc.setLocalProperty("spark.jobGroup.id", None)
+                sc.setLocalProperty("spark.job.description", None)
+        stats = dict(stats) if isinstance(stats, dict) else {"result": str(stats)}
+        return stats, self._jobs(group)
+
+    def _jobs(self, group: str) -> int | None:
+        sc = _spark_context(self.spark)
+        if sc is None:
+            return None
+        return len(sc.statusTracker().getJobIdsForGroup(group))
+
+    # ------------------------------------------------------------------ dependencies
+    def _require_inputs(self, run: dict, stage, state: dict) -> None:
+        """Inputs planned for the run (or started for it, like ``index``) must be done."""
+        plan = set(run.get("steps_planned") or []) | set(state)
+        missing = [d for d in stage.depends_on if d in plan and state.get(d, {}).get("status") != "done"]
+        if missing:
+            detail = ", ".join(f"{d}: {state.get(d, {}).get('status') or 'not run'}" for d in missing)
+            raise UserFacingError(f"step {stage.name} of run {run['run_id']!r} needs {', '.join(missing)} first "
+                                  f"({detail})")
+
+    def _dependents(self, step: str, record: RunRecord) -> list[str]:
+        """Steps that consume ``step``'s output, directly or through other steps."""
+        out: list[str] = []
+        frontier = {step}
+        while frontier:
+            nxt = {s for s in STEP_ORDER if s not in out and s != step
+                   and frontier & set(get_stage(s).depends_on)}
+            out.extend(sorted(nxt - set(out)))
+            frontier = nxt
+        return out
+
+    def _run_ready_derived(self, record: RunRecord, options: dict, exclude) -> dict[str, dict]:
+        results: dict[str, dict] = {}
+        while True:
+            run = record.get() or {}
+            plan = list(run.get("steps_planned") or [])
+            state = record.steps()
+            ready = [s for s in plan if get_stage(s).derived and s not in exclude
+                     and state.get(s, {}).get("status") != "done"
+                     and all(state.get(d, {}).get("status") == "done" for d in get_stage(s).depends_on if d in plan)]
+            if not ready:
+                return results
+            step = ready[0]
+            results[step] = self._execute(record, get_stage(step), options)
+
+    # ------------------------------------------------------------------ status
+    def _refresh_status(self, record: RunRecord) -> None:
+        """Derive the run's status from run_steps and write it; re-check afterwards, since a
+        process running another step may have recorded a transition in between."""
+        written = None
+        for _ in range(3):
+            run = record.get() or {}
+            fields = derive_run_fields(list(run.get("steps_planned") or []), record.steps(), run)
+            if fields == written:
+                return
+            record.update(**fields)
+            written = fields
+
+
+def derive_run_fields(plan: list[str], state: dict[str, dict], run: dict) -> dict[str, Any]:
+    order = [s for s in STEP_ORDER if s in state]
+    done = [s for s in order if state[s]["status"] == "done"]
+    running = [s for s in order if state[s]["status"] == "running"]
+    failed = [s for s in order if state[s]["status"] == "failed"]
+    missing = [s for s in plan if s not in done]
+    if running:
+        status = f"running:{max(running, key=lambda s: state[s]['started_at'])}"
+    elif failed:
+        status = f"failed:{failed[0]}"
+    elif not missing and plan:
+        status = "complete"
+    elif not state:
+        status = "created"
+    else:
+        status = f"pending:{missing[0]}" if missing else "pending"
+    finished = None
+    if status == "complete":
+        finished = max((state[s]["finished_at"] for s in plan if state[s].get("finished_at")), default=now())
+    stats = {s: json.loads(state[s]["stats"]) for s in done if state[s].get("stats")}
+    error = state[failed[0]].get("error") if failed else None
+    return {"status": status, "finished_at": finished, "steps_done": done,
+            "step_stats": json.dumps(stats, sort_keys=True, default=str), "error": error}
+
+
+def _spark_context(spark):
+    try:
+        return spark.sparkContext
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        return None
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if hasattr(value, "item"):
+        return _jsonable(value.item())
+    return str(value)

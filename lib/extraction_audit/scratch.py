@@ -1,0 +1,55 @@
+"""Scratch space: one folder per run and step, owned by the runner.
+
+Stages put intermediate Delta folders (sample windows, verified windows, decoded passage
+text) under ``ctx.scratch``.  The runner sweeps the folder before an attempt (a killed
+attempt's leftovers), deletes it when the step succeeds, and ``purge`` deletes the run's
+whole scratch folder, so generated text never outlives its run.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from .config import AuditConfig
+from .errors import UserFacingError
+from .ids import validate_id
+
+
+def scratch_root(cfg: AuditConfig) -> str:
+    base = cfg.resolve(cfg.storage.staging_dir) if cfg.storage.staging_dir else None
+    if base is None:
+        wh = cfg.resolve(cfg.storage.warehouse)
+        if wh is None:
+            raise UserFacingError("storage.staging_dir (or storage.warehouse) must be set for scratch data")
+        base = f"{wh.rstrip('/')}/_staging"
+    return base.rstrip("/")
+
+
+def run_scratch(cfg: AuditConfig, run_id: str) -> str:
+    return f"{scratch_root(cfg)}/{validate_id(run_id)}"
+
+
+def step_scratch(cfg: AuditConfig, run_id: str, step: str) -> str:
+    return f"{run_scratch(cfg, run_id)}/{step}"
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path and not path.startswith("dbfs:") or path.startswith("file:")
+
+
+def delete_path(spark, path: str) -> bool:
+    """Delete a file or folder, local or on cluster storage (Hadoop FileSystem); True if it existed."""
+    if _is_local(path):
+        local = Path(path.removeprefix("file://").removeprefix("file:"))
+        if local.is_dir():
+            shutil.rmtree(local, ignore_errors=True)
+            return True
+        if local.exists():
+            local.unlink()
+            return True
+        return False
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    return bool(fs.exists(hpath) and fs.delete(hpath, True))

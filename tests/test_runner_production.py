@@ -1,0 +1,217 @@
+"""The production path as an operator runs it: the Databricks bundle's tasks as separate CLI
+processes with one run id (match and rank in parallel), then the run's state, the quiet
+console, an SQL-looking (but legal) run id, and a purge that leaves no copy behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from pyspark.sql import functions as F
+
+from extraction_audit.cli import main
+from extraction_audit.config import load_config
+from extraction_audit.tables import Tables
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = "audit-nightly-1"
+CORPUS_TABLES = ("corpus_documents", "corpus_ngrams", "corpus_index", "corpus_index_builds", "pii_corpus_index",
+                 "pii_corpus_doc_values", "pii_corpus_scanned")
+
+
+def bundle_task_commands(config: Path, variables: dict[str, str]) -> dict[str, tuple[list[str], list[str]]]:
+    """{task: (CLI argv, depends_on)} from resources/extraction_audit.job.yml, variables filled in."""
+    job = next(iter(yaml.safe_load((ROOT / "resources" / "extraction_audit.job.yml").read_text())
+                    ["resources"]["jobs"].values()))
+
+    def fill(arg: str) -> str:
+        arg = re.sub(r"\$\{var\.([a-z_]+)\}", lambda m: variables[m.group(1)], arg)
+        return arg.replace("{{job.parameters.run_id}}", RUN)
+
+    tasks = {}
+    for task in job["tasks"]:
+        if "python_wheel_task" in task:
+            argv = [fill(a) for a in task["python_wheel_task"]["parameters"]]
+        else:
+            step = Path(task["spark_python_task"]["python_file"]).name.removesuffix("_job.py")
+            argv = [step] + [fill(a) for a in task["spark_python_task"]["parameters"]]
+        tasks[task["task_key"]] = (argv, [d["task_key"] for d in task.get("depends_on", [])])
+    return tasks
+
+
+@pytest.fixture(scope="module")
+def bundle_run(demo_assets, tmp_path_factory):
+    """Run the bundle's task graph: each task a separate process, ready tasks in parallel."""
+    from extraction_audit.demo import demo_config
+
+    root = tmp_path_factory.mktemp("bundle")
+    store = root / "ea"
+    cfg = demo_config(demo_assets, budget_tokens=1200, warehouse=str(store / "warehouse"))
+    data = cfg.model_dump(exclude={"base_dir"})
+    data["storage"].update(cache_dir=str(store / "cache"), allow_raw_pii=True, retention_hours=0)
+    data["spark"].update(master="local[2]", shuffle_partitions=2, log_file=str(store / "logs" / "spark.log"))
+    data["index"].update(n=20, bucket_bits=2)
+    data["generation"].update(batch_size=8, samples_per_task=16, chunk_samples=32)
+    data["generation"]["sampling"]["max_new_tokens"] = 48
+    data["report"].update(output_dir=str(store / "reports"), bootstrap_samples=50)
+    data["rank"].update(batch_size=16)
+    path = root / "audit.yaml"
+    path.write_text(yaml.safe_dump(data))
+    variables = {"config": str(path), "model_path": str(demo_assets.model_dir), "budget_tokens": "1200",
+                 "corpus_table": "unused"}
+    tasks = bundle_task_commands(path, variables)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    outputs: dict[str, subprocess.CompletedProcess] = {}
+
+    def launch(name):
+        return name, subprocess.run([sys.executable, "-m", "extraction_audit.cli", *tasks[name][0]],
+                                    capture_output=True, text=True, timeout=900, env=env, cwd=root)
+
+    pending = dict(tasks)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        while pending:
+            ready = [t for t, (_, deps) in pending.items() if all(d in outputs for d in deps)]
+            assert ready, f"bundle task graph is stuck at {sorted(pending)}"
+            for name, done in pool.map(launch, ready):
+                assert done.returncode == 0, f"task {name} failed:\n{done.stderr[-3000:]}"
+                outputs[name] = done
+                pending.pop(name)
+    return load_config(path), path, outputs, root
+
+
+def test_bundle_tasks_complete_the_run_with_one_row_per_step(spark, bundle_run):
+    cfg, _, outputs, _ = bundle_run
+    assert {"match", "rank"} <= set(outputs), "the bundle runs rank beside match"
+    tables = Tables(spark, cfg)
+    run = tables.read("runs").where(F.col("run_id") == RUN).first()
+    assert run.status == "complete" and run.finished_at is not None
+    steps = tables.read("run_steps").where(F.col("run_id") == RUN).toPandas()
+    assert steps["step"].is_unique
+    assert set(steps["step"]) == {"index", "generate", "match", "pii", "metrics", "rank", "calibrate", "report"}
+    assert (steps["status"] == "done").all() and (steps["attempt"] == 1).all()
+    assert (steps["spark_jobs"] > 0).all()
+    assert set(run.steps_done) == set(steps["step"])
+
+    metrics = tables.read("run_metrics").where(F.col("run_id") == RUN).orderBy(F.desc("budget_tokens")).first()
+    pii_values = tables.read("pii_findings").where(F.col("run_id") == RUN).select("value_key").distinct().count()
+    assert metrics.pii_found == pii_values
+    assert metrics.distinct_ngrams > 0
+    # Scratch space of finished steps is gone.
+    scratch = Path(cfg.storage.warehouse) / "_staging" / RUN
+    assert not scratch.exists() or not any(p.is_file() for p in scratch.rglob("*"))
+
+
+def test_console_shows_progress_not_spark_noise(bundle_run):
+    cfg, _, outputs, _ = bundle_run
+    console = "\n".join(o.stdout + o.stderr for o in outputs.values())
+    for noise in ("WARN", "Ivy", ":: resolving", "WindowExec", "Could not validate number of records"):
+        assert noise not in console, noise
+    assert "step match done" in console
+    spark_log = Path(cfg.spark.log_file).read_text(errors="replace")
+    assert "No Partition Defined for Window operation" not in spark_log
+
+
+def test_sql_looking_run_id_touches_only_its_own_rows(spark, bundle_run, capsys):
+    cfg, path, _, _ = bundle_run
+    tables = Tables(spark, cfg)
+    victim = {t: tables.read(t).where(F.col("run_id") == RUN).count()
+              for t in ("passage_occurrences", "extracted_passages", "matched_windows")}
+    assert victim["passage_occurrences"] > 0
+    legal = "1-or-1--"
+    tables.merge("runs", tables.read("runs").where(F.col("run_id") == RUN).withColumn("run_id", F.lit(legal)))
+    tables.merge("samples", tables.read("samples").where(F.col("run_id") == RUN)
+                 .limit(5).withColumn("run_id", F.lit(legal)))
+    assert main(["match", "--config", str(path), "--run-id", legal]) == 0
+    capsys.readouterr()
+    after = {t: tables.read(t).where(F.col("run_id") == RUN).count() for t in victim}
+    assert after == victim
+    assert tables.read("passage_occurrences").where(F.col("run_id") == legal).count() <= victim[
+        "passage_occurrences"]
+    assert main(["purge", "--config", str(path), "--run-id", legal]) == 0
+
+
+def _needles(spark, cfg) -> list[str]:
+    tables = Tables(spark, cfg)
+    texts = [r.text for r in tables.read("samples").where(F.col("run_id") == RUN).select("text").collect()]
+    needles = [" ".join(t.split())[:40] for t in texts if t and len(" ".join(t.split())) >= 40]
+    raw = [r.value for r in tables.read("pii_findings").where(F.col("run_id") == RUN).select("value").collect()
+           if r.value and len(r.value) >= 8]
+    return [n for n in needles if len(set(n)) > 8] + raw
+
+
+def _files_holding(root: Path, needles: list[str]) -> dict[str, str]:
+    """Every file under ``root`` outside the corpus tables whose content holds a needle
+    (parquet decoded with pyarrow, everything else read as bytes)."""
+    found = {}
+    for path in root.rglob("*"):
+        if not path.is_file() or any(part in CORPUS_TABLES for part in path.parts):
+            continue
+        if path.suffix == ".parquet":
+            content = json.dumps(pq.read_table(path).to_pylist(), default=str)
+        else:
+            content = path.read_bytes().decode("utf-8", errors="replace")
+        content = " ".join(content.split())
+        hit = next((n for n in needles if n in content), None)
+        if hit:
+            found[str(path.relative_to(root))] = hit
+    return found
+
+
+def test_purge_with_vacuum_leaves_no_copy_of_the_run(spark, bundle_run, capsys):
+    cfg, path, _, root = bundle_run
+    elsewhere = root / "review-queue"
+    assert main(["review", "export", "--config", str(path), "--run-id", RUN, "--out", str(elsewhere),
+                 "--top", "5"]) == 0
+    needles = _needles(spark, cfg)
+    assert len(needles) >= 5
+    before = _files_holding(root, needles)
+    assert any(k.startswith("ea/warehouse/samples") for k in before), before  # the check sees the data
+    assert any(k.startswith("ea/reports") for k in before) and any(k.startswith("review-queue") for k in before)
+
+    assert main(["purge", "--config", str(path), "--run-id", RUN, "--vacuum"]) == 0
+    capsys.readouterr()
+    assert _files_holding(root, needles) == {}
+    tables = Tables(spark, cfg)
+    assert tables.read("runs").where(F.col("run_id") == RUN).count() == 0
+    assert tables.read("run_steps").where(F.col("run_id") == RUN).count() == 0
+
+
+HOSTILE = ["q'or'1'='1", "a\\b", "--", "x" * 300, "", "run id", "r;DROP"]
+COMMANDS = [
+    ["generate"], ["import-samples", "--input", "x.jsonl"], ["match"], ["pii"], ["rank"], ["report"], ["audit"],
+    ["purge"], ["review", "export"], ["review", "summary"], ["index"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: "-".join(c))
+def test_hostile_run_ids_are_refused_before_anything_is_touched(command, tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"storage": {"warehouse": str(tmp_path / "wh")}}))
+    for bad in HOSTILE:
+        code = main([*command, "--config", str(config), f"--run-id={bad}"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2, (command, bad)
+        assert len(err.splitlines()) == 1 and "run-id" in err and "not valid" in err, err
+    code = main(["audit", "--config", str(config), "--run-id", "ok", "--control-run-id", "x'y"])
+    assert code == 2 and "control-run-id" in capsys.readouterr().err
+    code = main(["report", "--config", str(config), "--run-id", "ok", "--compare", "a", "b'c"])
+    assert code == 2 and "compare" in capsys.readouterr().err
+    assert not (tmp_path / "wh").exists()
+
+
+def test_hostile_corpus_id_is_a_config_error(tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"corpus": {"id": "c' OR '1'='1"}}))
+    assert main(["index", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "corpus.id" in err and len(err.strip().splitlines()) == 1

@@ -129,7 +129,9 @@ class Runner:
         record.step_finished(stage.name, "done", time.monotonic() - started, jobs, stats=stats)
         delete_path(self.spark, scratch)
         if stage.changed(stats):
-            record.mark_stale(self._dependents(stage.name, record))
+            state = record.steps()
+            record.mark_stale([s for s in self._dependents(stage.name, record)
+                               if state.get(s, {}).get("status") == "done"])
         self._refresh_status(record)
         log.info("run %s: step %s done in %.1f s (%s Spark jobs)", run_id, stage.name,
                  time.monotonic() - started, jobs)
@@ -191,16 +193,26 @@ class Runner:
 
     # ------------------------------------------------------------------ status
     def _refresh_status(self, record: RunRecord) -> None:
-        """Derive the run's status from run_steps and write it; re-check afterwards, since a
-        process running another step may have recorded a transition in between."""
-        written = None
+        """Derive the run's status from run_steps and write it when it changed; re-check once,
+        since a process running another step may have recorded a transition in between."""
+        run = record.get() or {}
+        state = record.steps()
         for _ in range(3):
-            run = record.get() or {}
-            fields = derive_run_fields(list(run.get("steps_planned") or []), record.steps(), run)
-            if fields == written:
+            fields = derive_run_fields(list(run.get("steps_planned") or []), state, run)
+            if all(_same(run.get(k), v) for k, v in fields.items()):
                 return
             record.update(**fields)
-            written = fields
+            run = {**run, **fields}
+            latest = record.steps()
+            if latest == state:
+                return
+            state = latest
+
+
+def _same(stored, derived) -> bool:
+    if isinstance(derived, list):
+        return list(stored or []) == derived
+    return stored == derived
 
 
 def derive_run_fields(plan: list[str], state: dict[str, dict], run: dict) -> dict[str, Any]:

@@ -110,7 +110,7 @@ class RunRecord:
         from pyspark.sql import functions as F
 
         steps = list(steps)
-        if steps:
+        if steps:  # an update rewrites the table's file: only when something is stale
             self.tables.update("run_steps", (F.col("run_id") == self.run_id) & F.col("step").isin(steps)
                                & (F.col("status") == "done"), {"status": F.lit("stale")})
 

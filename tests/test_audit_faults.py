@@ -100,7 +100,7 @@ def test_killed_mid_generation_and_mid_match_then_rerun_equals_uninterrupted(spa
     kill_when(cli(path, "--run-id", run_id), lambda: chunk_dir.exists() and any(chunk_dir.glob("*.parquet")))
     assert status(spark, cfg, run_id) == "running:generate"
 
-    staging = warehouse / "_staging" / "match" / run_id
+    staging = warehouse / "_staging" / run_id / "match"
     kill_when(cli(path, "--run-id", run_id), lambda: staging.exists())
     assert status(spark, cfg, run_id) == "running:match"
     assert "generate" in Tables(spark, cfg).read("runs").where(F.col("run_id") == run_id).collect()[0].steps_done

@@ -11,7 +11,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from conftest import make_config
 from extraction_audit.errors import UserFacingError
-from extraction_audit.generate import import_samples, run_generation
+from extraction_audit.runner import Runner
 from extraction_audit.tables import Tables
 
 OUTPUTS = [
@@ -37,6 +37,11 @@ def tok(demo_assets):
     return load_tokenizer(str(demo_assets.tokenizer_dir))
 
 
+def import_run(spark, cfg, run_id, path):
+    """import-samples as every entry point runs it: through the runner."""
+    return Runner(spark, cfg).run_step(run_id, "import_samples", {"input": path})
+
+
 def _write_jsonl(path, records):
     path.write_text("\n".join(json.dumps(r) if isinstance(r, dict) else r for r in records) + "\n")
     return str(path)
@@ -50,9 +55,9 @@ def test_text_and_token_ids_give_the_same_rows(spark, icfg, tmp_path, tok):
     as_text = [{"prompt": p, "text": t} if p else {"text": t} for p, t in OUTPUTS]
     as_ids = [{"prompt": p, "token_ids": tok(t, add_special_tokens=False)["input_ids"]} if p else
               {"token_ids": tok(t, add_special_tokens=False)["input_ids"]} for p, t in OUTPUTS]
-    text_stats = import_samples(spark, icfg, "from-text", _write_jsonl(tmp_path / "text.jsonl", as_text))
+    text_stats = import_run(spark, icfg, "from-text", _write_jsonl(tmp_path / "text.jsonl", as_text))
     pd.DataFrame(as_ids).to_parquet(tmp_path / "ids.parquet")
-    ids_stats = import_samples(spark, icfg, "from-ids", str(tmp_path / "ids.parquet"))
+    ids_stats = import_run(spark, icfg, "from-ids", str(tmp_path / "ids.parquet"))
     assert text_stats["samples_imported"] == ids_stats["samples_imported"] == 4
     assert text_stats["skipped"] == {} and ids_stats["skipped"] == {}
     assertDataFrameEqual(_rows(spark, icfg, "from-text"), _rows(spark, icfg, "from-ids"))
@@ -69,10 +74,10 @@ def test_text_and_token_ids_give_the_same_rows(spark, icfg, tmp_path, tok):
 
 def test_reimport_is_idempotent_and_ids_are_used(spark, icfg, tmp_path):
     path = _write_jsonl(tmp_path / "a.jsonl", [{"text": t} for _, t in OUTPUTS])
-    import_samples(spark, icfg, "again", path)
+    import_run(spark, icfg, "again", path)
     before = _rows(spark, icfg, "again")
     assert before.count() == 4
-    import_samples(spark, icfg, "again", path)
+    import_run(spark, icfg, "again", path)
     assertDataFrameEqual(_rows(spark, icfg, "again"), before)
 
     with_ids = _write_jsonl(tmp_path / "b.jsonl", [{"id": "req-1", "text": "hello there"},
@@ -80,8 +85,8 @@ def test_reimport_is_idempotent_and_ids_are_used(spark, icfg, tmp_path):
                                                    {"sample_id": 5, "text": "x"}])
     not_integer = _write_jsonl(tmp_path / "c.jsonl", [{"sample_id": "abc", "text": "y"}])
     with pytest.raises(UserFacingError, match="sample_id"):
-        import_samples(spark, icfg, "ids", not_integer)
-    stats = import_samples(spark, icfg, "ids", with_ids)
+        import_run(spark, icfg, "ids", not_integer)
+    stats = import_run(spark, icfg, "ids", with_ids)
     assert stats["samples_imported"] == 3
     ids = {r["sample_id"] for r in _rows(spark, icfg, "ids").collect()}
     assert 5 in ids and len(ids) == 3
@@ -99,7 +104,7 @@ def test_bad_records_are_counted_by_reason(spark, icfg, tmp_path, tok):
         {"id": "dup", "text": "first"},
         {"id": "dup", "text": "second"},
     ]
-    stats = import_samples(spark, icfg, "bad", _write_jsonl(tmp_path / "bad.jsonl", records))
+    stats = import_run(spark, icfg, "bad", _write_jsonl(tmp_path / "bad.jsonl", records))
     assert stats["records_read"] == 8 and stats["samples_imported"] == 2
     assert stats["skipped"] == {"duplicate_id": 1, "empty": 2, "malformed_record": 1, "no_content": 1,
                                 "token_id_out_of_range": 1}
@@ -107,21 +112,21 @@ def test_bad_records_are_counted_by_reason(spark, icfg, tmp_path, tok):
 
 def test_import_errors_are_user_facing(spark, icfg, tmp_path, demo_assets):
     with pytest.raises(UserFacingError, match="does not exist"):
-        import_samples(spark, icfg, "x", str(tmp_path / "missing.jsonl"))
+        import_run(spark, icfg, "x", str(tmp_path / "missing.jsonl"))
     bad_cols = _write_jsonl(tmp_path / "cols.jsonl", [{"body": "text"}])
     with pytest.raises(UserFacingError, match="'text' or a 'token_ids' column"):
-        import_samples(spark, icfg, "x", bad_cols)
+        import_run(spark, icfg, "x", bad_cols)
     with pytest.raises(UserFacingError, match="--format"):
-        import_samples(spark, icfg, "x", str(tmp_path / "file.csv"))
+        import_run(spark, icfg, "x", str(tmp_path / "file.csv"))
     # A run holding generated samples is not mixed with imported ones.
     gen = make_config(tmp_path, model={"path": str(demo_assets.model_dir), "tokenizer": str(demo_assets.tokenizer_dir),
                                        "device": "cpu"},
                       generation={"budget_tokens": 10, "chunk_samples": 2,
                                   "sampling": {"max_new_tokens": 8}})
-    run_generation(spark, gen, "generated")
+    Runner(spark, gen).run_step("generated", "generate")
     ok = _write_jsonl(tmp_path / "ok.jsonl", [{"text": "fine"}])
     with pytest.raises(UserFacingError, match="separate run"):
-        import_samples(spark, gen, "generated", ok)
+        import_run(spark, gen, "generated", ok)
 
 
 def test_import_samples_cli(spark, icfg, tmp_path, capsys):

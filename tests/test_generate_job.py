@@ -11,7 +11,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from conftest import make_config
 from extraction_audit.errors import UserFacingError
-from extraction_audit.generate import run_generation
+from extraction_audit.runner import Runner
 from extraction_audit.tables import Tables
 
 MAX_NEW = 24
@@ -60,12 +60,17 @@ def _kept(df, ids_df):
     return df.join(ids_df.select("sample_id"), "sample_id", "left_semi").select(*COLUMNS)
 
 
+def generate(spark, cfg, run_id, budget_tokens=None):
+    """The generate step as every entry point runs it: through the runner."""
+    return Runner(spark, cfg).run_step(run_id, "generate", {"budget_tokens": budget_tokens})
+
+
 @pytest.fixture(scope="module")
 def first_run(spark, demo_assets, tmp_path_factory):
     """One generated run shared by the read-only checks below."""
     tmp = tmp_path_factory.mktemp("gen-run")
     cfg = _config(tmp, demo_assets)
-    stats = run_generation(spark, cfg, "run-a")
+    stats = generate(spark, cfg, "run-a")
     rows = _samples(spark, cfg, "run-a").orderBy("sample_id").toPandas()
     return cfg, stats, rows
 
@@ -131,7 +136,7 @@ def test_runs_row_records_settings_and_progress(first_run, spark):
 
 def test_same_seed_reproduces_samples_in_another_run(first_run, spark):
     cfg, _, rows = first_run
-    run_generation(spark, cfg, "run-b", budget_tokens=150)
+    generate(spark, cfg, "run-b", budget_tokens=150)
     cols = ["sample_id", "prompt_strategy", "prompt_text", "prompt_token_ids", "token_ids", "text", "n_tokens",
             "seed", "divergence_offset", "finish_reason"]
     b = _samples(spark, cfg, "run-b").select(*cols)
@@ -142,19 +147,19 @@ def test_same_seed_reproduces_samples_in_another_run(first_run, spark):
 
 def test_rerun_generates_only_what_is_missing(spark, demo_assets, tmp_path):
     cfg = _config(tmp_path, demo_assets, budget=200)
-    run_generation(spark, cfg, "r")
+    generate(spark, cfg, "r")
     tables = Tables(spark, cfg)
     before = _snapshot(spark, _samples(spark, cfg, "r").select(*COLUMNS))
     n_before = before.count()
-    again = run_generation(spark, cfg, "r")
+    again = generate(spark, cfg, "r")
     assert again["samples_added"] == 0 and again["chunks"] == 0
     # Lose two committed samples (a hole), then rerun: exactly those come back, identical.
-    tables.delete("samples", "run_id = 'r' AND sample_id IN (1, 3)")
-    repaired = run_generation(spark, cfg, "r")
+    tables.delete("samples", (F.col("run_id") == "r") & F.col("sample_id").isin(1, 3))
+    repaired = generate(spark, cfg, "r")
     assert repaired["samples_added"] >= 2
     assertDataFrameEqual(_kept(_samples(spark, cfg, "r"), before), before)
     # A larger budget extends the run with new ids only.
-    extended = run_generation(spark, cfg, "r", budget_tokens=400)
+    extended = generate(spark, cfg, "r", budget_tokens=400)
     ids = [r["sample_id"] for r in _samples(spark, cfg, "r").select("sample_id").collect()]
     assert len(ids) == len(set(ids)) == max(ids) + 1 > n_before
     assert extended["generated_tokens"] >= 400
@@ -163,16 +168,16 @@ def test_rerun_generates_only_what_is_missing(spark, demo_assets, tmp_path):
 
 def test_rerun_with_other_sampling_settings_is_refused(spark, demo_assets, tmp_path):
     cfg = _config(tmp_path, demo_assets, budget=30)
-    run_generation(spark, cfg, "s")
+    generate(spark, cfg, "s")
     changed = _config(tmp_path, demo_assets, budget=30, top_k=10)
     with pytest.raises(UserFacingError, match="generation.sampling"):
-        run_generation(spark, changed, "s")
+        generate(spark, changed, "s")
 
 
 def test_context_overflow_is_a_clear_error(spark, demo_assets, tmp_path):
     cfg = _config(tmp_path, demo_assets, budget=30, max_new_tokens=100_000)
     with pytest.raises(UserFacingError, match="context"):
-        run_generation(spark, cfg, "too-long")
+        generate(spark, cfg, "too-long")
 
 
 def test_generate_cli(spark, demo_assets, tmp_path, capsys):

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from conftest import make_config
-from extraction_audit.generate import run_generation
+from extraction_audit.runner import Runner
 from extraction_audit.tables import Tables
 
 COLUMNS = ["sample_id", "prompt_strategy", "prompt_text", "prompt_token_ids", "token_ids", "text", "n_tokens",
@@ -88,10 +88,10 @@ def test_killed_run_resumes_to_exactly_the_planned_samples(spark, demo_assets, t
     tokens_before = samples.agg(F.sum("n_tokens")).collect()[0][0]
     assert 12 <= committed and tokens_before < 400
 
-    resumed = run_generation(spark, cfg, "killed")
+    resumed = Runner(spark, cfg).run_step("killed", "generate")
     assert resumed["samples_already_present"] == committed
 
-    reference = run_generation(spark, cfg, "reference")
+    reference = Runner(spark, cfg).run_step("reference", "generate")
     final = tables.read("samples").where(F.col("run_id") == "killed")
     ids = [r["sample_id"] for r in final.select("sample_id").collect()]
     assert len(ids) == len(set(ids)) == reference["samples"]

@@ -14,6 +14,7 @@ from extraction_audit.errors import UserFacingError
 from extraction_audit.pii import build_pii_corpus_index, create_redacted_views, purge_run, run_pii
 from extraction_audit.pii.detectors import DetectionSettings
 from extraction_audit.pii.keys import value_key
+from extraction_audit.runner import Runner
 from extraction_audit.runs import RunRecord
 from extraction_audit.tables import Tables
 
@@ -111,7 +112,7 @@ def test_pii_stage_end_to_end(spark, tmp_path):
         occurrences, "run_id STRING, sample_id BIGINT, start INT, `end` INT, passage_id STRING"))
 
     RunRecord(tables, "r1").create(cfg)
-    stats = run_pii(spark, cfg, "r1", control_run_id="rc")
+    stats = Runner(spark, cfg).run_step("r1", "pii", {"control_run_id": "rc"})
     found = findings_by_type(tables, "r1")
     print(json.dumps(stats, indent=1, default=str))
     run_row = RunRecord(tables, "r1").get()
@@ -264,9 +265,9 @@ def test_errors_and_cli(spark, tmp_path, monkeypatch, capsys):
     write_samples(spark, tables, "r1", {0: SAMPLES[0]})
     RunRecord(tables, "missing-run").create(cfg)
     with pytest.raises(UserFacingError, match="no samples"):
-        run_pii(spark, cfg, "missing-run")
+        Runner(spark, cfg).run_step("missing-run", "pii")
     assert RunRecord(tables, "missing-run").get()["status"] == "failed:pii"
-    with pytest.raises(UserFacingError, match="--run-id"):
+    with pytest.raises(UserFacingError, match="not valid"):
         run_pii(spark, cfg, "bad'id")
 
     config_path = tmp_path / "audit.yaml"
@@ -274,7 +275,7 @@ def test_errors_and_cli(spark, tmp_path, monkeypatch, capsys):
     assert main(["pii", "--config", str(config_path)]) == 2
     assert "--run-id is required" in capsys.readouterr().err
     assert main(["pii", "--config", str(config_path), "--run-id", "nope"]) == 2
-    assert "has no samples" in capsys.readouterr().err
+    assert "does not exist" in capsys.readouterr().err
     assert main(["purge", "--config", str(config_path), "--run-id", "r1", "--vacuum"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["rows_deleted"]["samples"] == 1 and out["vacuumed"] == ["samples"]

@@ -13,7 +13,7 @@ import yaml
 from pyspark.sql import functions as F
 
 from conftest import make_config
-from extraction_audit.rank import run_rank
+from extraction_audit.runner import Runner
 from extraction_audit.rank.scores import SCORES
 from extraction_audit.runs import RunRecord
 from extraction_audit.tables import Tables
@@ -67,8 +67,8 @@ def demo_run(spark, demo_assets, tmp_path_factory):
 
     tables = Tables(spark, cfg)
     tables.append("samples", spark.createDataFrame(pd.DataFrame(rows)))
-    RunRecord(tables, RUN).create(cfg)
-    stats = run_rank(spark, cfg, RUN)
+    RunRecord(tables, RUN).create(cfg, steps_planned=["rank", "calibrate"])
+    stats = Runner(spark, cfg).run_step(RUN, "rank")
     cands = tables.read("candidates").where(F.col("run_id") == RUN).toPandas().set_index("sample_id").sort_index()
     cands["kind"] = pd.Series(kinds)
     return {"cfg": cfg, "rows": rows, "kinds": kinds, "stats": stats, "cands": cands, "tmp": tmp}

@@ -47,6 +47,7 @@ from .config import AuditConfig, MatchConfig
 from .errors import UserFacingError
 from .hashing import HashConfig, bucket_of, hash_concatenated
 from .index import IndexMeta, NgramIndex
+from .scratch import materialise, read_scratch
 from .tables import Tables
 from .tokenizer import load_tokenizer
 from .tokens import decode_tokens
@@ -174,7 +175,7 @@ class Matcher:
         scanned once and never shuffled."""
         from pyspark.sql import functions as F
 
-        windows = self.spark.read.format("delta").load(windows_path)
+        windows = read_scratch(self.spark, windows_path, SAMPLE_WINDOW_SCHEMA)
         distinct = windows.select("bucket", "ngram_hash").distinct()
         per_bucket = {r["bucket"]: r["count"] for r in distinct.groupBy("bucket").count().collect()}
         total = sum(per_bucket.values())
@@ -193,14 +194,14 @@ class Matcher:
         for i, group in enumerate(g for g in groups if g):
             keys = distinct.where(F.col("bucket").isin(group))
             hits = corpus.where(F.col("bucket").isin(group)).join(F.broadcast(keys), ["bucket", "ngram_hash"])
-            hits.write.format("delta").mode(mode).save(hits_path)
+            hits.write.format("parquet").mode(mode).save(hits_path)
             mode = "append"
             log.info("match: bucket group %d/%d (%d buckets, %d sample hashes) joined", i + 1, len(groups),
                      len(group), sum(per_bucket[b] for b in group))
         if mode == "overwrite":  # no sample windows at all
-            corpus.limit(0).write.format("delta").mode("overwrite").save(hits_path)
+            corpus.limit(0).write.format("parquet").mode("overwrite").save(hits_path)
         self.stats.update(distinct_sample_ngrams=int(total), bucket_groups=len([g for g in groups if g]))
-        return self.spark.read.format("delta").load(hits_path)
+        return read_scratch(self.spark, hits_path, corpus.schema)
 
     # ---------------------------------------------------------------- verification
     def needed_documents(self, candidates):
@@ -352,25 +353,20 @@ def match_sequences(spark, cfg: AuditConfig, sequences, staging: str, tables: Ta
     sequences = sequences.select("sample_id", "token_ids", "prompt_token_ids")
 
     windows_path = f"{staging}/sample_windows"
-    (m.sample_windows(sequences).repartition("bucket")
-     .write.format("delta").mode("overwrite").partitionBy("bucket").save(windows_path))
-    windows = spark.read.format("delta").load(windows_path)
+    windows = materialise(m.sample_windows(sequences).repartition("bucket"), windows_path, partition_by=("bucket",))
     hits = m.corpus_hits(windows_path)
     candidates = windows.join(hits, ["bucket", "ngram_hash"])
     docs = m.needed_documents(candidates).persist()
     try:
         verified = m.verify(candidates, sequences, docs)
         verified_path = f"{staging}/verified"
-        (verified.select("sample_id", "pos").distinct()
-         .join(candidates.select("sample_id", "pos", "ngram_hash", "doc_count", "postings", "postings_complete"),
-               ["sample_id", "pos"])
-         .write.format("delta").mode("overwrite").save(verified_path))
-        verified_windows = spark.read.format("delta").load(verified_path)
+        verified_windows = materialise(
+            verified.select("sample_id", "pos").distinct()
+            .join(candidates.select("sample_id", "pos", "ngram_hash", "doc_count", "postings", "postings_complete"),
+                  ["sample_id", "pos"]), verified_path)
 
         occ_path = f"{staging}/occurrences"
-        m.passages(m.occurrences(verified_windows), sequences).write.format("delta").mode("overwrite").save(
-            occ_path)
-        occ = spark.read.format("delta").load(occ_path)
+        occ = materialise(m.passages(m.occurrences(verified_windows), sequences), occ_path)
 
         distinct = (occ.groupBy("passage_id")
                     .agg(F.first("passage_tokens").alias("token_ids"),
@@ -395,10 +391,9 @@ def match_sequences(spark, cfg: AuditConfig, sequences, staging: str, tables: Ta
                         (F.coalesce("verified_docs", F.lit(0)) == 0).alias("is_stitched"),
                     ))
         passages_path = f"{staging}/passages"
-        passages.write.format("delta").mode("overwrite").save(passages_path)
+        passages = materialise(passages, passages_path)
     finally:
         docs.unpersist()
-    passages = spark.read.format("delta").load(passages_path)
     stats = {**m.stats, "verified_windows": verified_windows.count(), "candidate_windows": candidates.count()}
     return occ, passages, verified_windows, stats
 

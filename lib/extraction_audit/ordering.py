@@ -4,7 +4,7 @@
 "No Partition Defined for Window operation"), which caps a run at what one task holds.
 Here the rows are range-partitioned by the order instead; each range is numbered by a
 window over that range only, and the totals of the preceding ranges (one row per range,
-collected to the driver) are added.  The ranged rows are materialised once (Delta in the
+collected to the driver) are added.  The ranged rows are materialised once (Parquet in the
 step's scratch folder, else a local checkpoint) so both passes see the same ranges.
 """
 
@@ -32,9 +32,9 @@ def ordered(df, order: Sequence, *, partition_by: Sequence[str] = (), row_number
     ranged = (df.select("*", *[expr.alias(name) for name, expr in summed.items()])
               .repartitionByRange(parts, *keys).withColumn("_ord_range", F.spark_partition_id()))
     if scratch:
-        path = f"{scratch.rstrip('/')}/_ordered_{row_number or 'sums'}"
-        ranged.write.format("delta").mode("overwrite").save(path)
-        ranged = spark.read.format("delta").load(path)
+        from .scratch import materialise
+
+        ranged = materialise(ranged, f"{scratch.rstrip('/')}/_ordered_{row_number or 'sums'}")
     else:
         ranged = ranged.localCheckpoint(eager=True)
 

@@ -103,12 +103,11 @@ class Runner:
         scratch = step_scratch(self.cfg, run_id, stage.name)
         ctx = StageContext(self.spark, self.cfg, self.tables, run_id, run, scratch, options)
         fields = stage.begin(ctx) if stage.begin else {}
-        if fields:
-            record.update(**fields)
-            ctx.run = record.get() or {}
         delete_path(self.spark, scratch)  # a killed attempt's leftovers
         record.step_started(stage.name)
-        self._refresh_status(record)
+        running = {**fields, "status": f"running:{stage.name}", "finished_at": None}
+        record.update(**running)
+        ctx.run = {**run, **running}
         log.info("run %s: step %s started", run_id, stage.name)
         started = time.monotonic()
         group = f"extraction-audit:{run_id}:{stage.name}:{uuid.uuid4().hex[:8]}"
@@ -124,15 +123,16 @@ class Runner:
         if artifacts:
             record.record_artifacts(artifacts, kind=stage.name)
         stats = _jsonable(stats)
-        if stage.finish:
-            record.update(**stage.finish(stats))
         record.step_finished(stage.name, "done", time.monotonic() - started, jobs, stats=stats)
         delete_path(self.spark, scratch)
+        state = record.steps()
         if stage.changed(stats):
-            state = record.steps()
-            record.mark_stale([s for s in self._dependents(stage.name, record)
-                               if state.get(s, {}).get("status") == "done"])
-        self._refresh_status(record)
+            stale = [s for s in self._dependents(stage.name) if state.get(s, {}).get("status") == "done"]
+            if stale:
+                record.mark_stale(stale)
+                state = record.steps()
+        self._refresh_status(record, extra=stage.finish(stats) if stage.finish else None,
+                             run=ctx.run, state=state)
         log.info("run %s: step %s done in %.1f s (%s Spark jobs)", run_id, stage.name,
                  time.monotonic() - started, jobs)
         return stats
@@ -166,7 +166,7 @@ class Runner:
             raise UserFacingError(f"step {stage.name} of run {run['run_id']!r} needs {', '.join(missing)} first "
                                   f"({detail})")
 
-    def _dependents(self, step: str, record: RunRecord) -> list[str]:
+    def _dependents(self, step: str) -> list[str]:
         """Steps that consume ``step``'s output, directly or through other steps."""
         out: list[str] = []
         frontier = {step}
@@ -192,17 +192,20 @@ class Runner:
             results[step] = self._execute(record, get_stage(step), options)
 
     # ------------------------------------------------------------------ status
-    def _refresh_status(self, record: RunRecord) -> None:
-        """Derive the run's status from run_steps and write it when it changed; re-check once,
-        since a process running another step may have recorded a transition in between."""
-        run = record.get() or {}
-        state = record.steps()
+    def _refresh_status(self, record: RunRecord, extra: dict | None = None, run: dict | None = None,
+                        state: dict | None = None) -> None:
+        """Derive the run's status from run_steps and write it (with ``extra`` columns) when it
+        changed; re-check, since a process running another step may have recorded a transition
+        in between."""
+        run = run if run is not None else (record.get() or {})
+        state = state if state is not None else record.steps()
+        extra = dict(extra or {})
         for _ in range(3):
-            fields = derive_run_fields(list(run.get("steps_planned") or []), state, run)
+            fields = {**derive_run_fields(list(run.get("steps_planned") or []), state, run), **extra}
             if all(_same(run.get(k), v) for k, v in fields.items()):
                 return
             record.update(**fields)
-            run = {**run, **fields}
+            run, extra = {**run, **fields}, {}
             latest = record.steps()
             if latest == state:
                 return

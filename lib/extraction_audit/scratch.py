@@ -53,3 +53,19 @@ def delete_path(spark, path: str) -> bool:
     hpath = jvm.org.apache.hadoop.fs.Path(path)
     fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     return bool(fs.exists(hpath) and fs.delete(hpath, True))
+
+
+def materialise(df, path: str, mode: str = "overwrite", partition_by: tuple[str, ...] = ()):
+    """Write ``df`` once to a scratch folder and return the written copy, so later passes read
+    data instead of recomputing a UDF pipeline (and see the same rows).  Plain Parquet: scratch
+    data needs no transaction log, and a Delta table's snapshot and commit jobs would cost
+    more than the write itself."""
+    writer = df.write.format("parquet").mode(mode)
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    writer.save(path)
+    return read_scratch(df.sparkSession, path, df.schema)
+
+
+def read_scratch(spark, path: str, schema):
+    return spark.read.schema(schema).parquet(path)

@@ -219,7 +219,7 @@ def run_rank(spark, cfg: AuditConfig, run_id: str, tables: Tables | None = None,
     """Fill ``candidates`` for one run; returns the step's counts (the runner records them)."""
     from pyspark.sql import functions as F
 
-    from ..scratch import step_scratch
+    from ..scratch import materialise, step_scratch
     from .model_cache import describe_model
 
     started = time.time()
@@ -258,8 +258,7 @@ def run_rank(spark, cfg: AuditConfig, run_id: str, tables: Tables | None = None,
         .withColumn("scored_at", F.current_timestamp())
     )
     # Scores computed once, read by the rank pass and the write.
-    candidates.write.format("delta").mode("overwrite").save(f"{scratch}/scored")
-    candidates = spark.read.format("delta").load(f"{scratch}/scored")
+    candidates = materialise(candidates, f"{scratch}/scored")
     candidates = with_ranks(candidates, list(settings.scores), scratch=scratch)
     tables.replace_run("candidates", candidates, run_id)
     score_seconds = round(time.time() - score_started, 3)

@@ -1,0 +1,89 @@
+"""Small pieces of the runner: id validation, status derivation, planned steps, and the
+partitioned global order that replaces single-partition windows."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from conftest import make_config
+from extraction_audit.errors import UserFacingError
+from extraction_audit.ids import id_predicate, is_valid_id, validate_id
+from extraction_audit.ordering import ordered
+from extraction_audit.runner import derive_run_fields
+from extraction_audit.stages import STAGES, STEP_ORDER, audit_steps, planned_steps
+
+
+@pytest.mark.parametrize("good", ["a", "audit-123", "nightly:2026-11-30.1", "A_b.c:d-e", "1-or-1--", "x" * 128])
+def test_legal_ids(good):
+    assert validate_id(good) == good and is_valid_id(good)
+
+
+@pytest.mark.parametrize("bad", ["", "-a", ".a", "a'b", "a\\b", "a b", "a;b", "a/b", "a\nb", "x" * 129, None, 7])
+def test_illegal_ids_raise_one_line(bad):
+    with pytest.raises(UserFacingError) as err:
+        validate_id(bad)
+    assert "\n" not in str(err.value)
+
+
+def test_id_predicate_only_takes_validated_values_and_plain_columns():
+    assert id_predicate("t.run_id", "r-1") == "t.run_id = 'r-1'"
+    with pytest.raises(UserFacingError):
+        id_predicate("run_id", "x' OR '1'='1")
+    with pytest.raises(ValueError):
+        id_predicate("run_id = 'a' OR run_id", "a")
+
+
+def _state(**steps):
+    t = datetime(2026, 1, 1)
+    return {name: {"status": status, "started_at": t, "finished_at": t if status != "running" else None,
+                   "stats": "{}", "error": "boom" if status == "failed" else None}
+            for name, status in steps.items()}
+
+
+def test_status_follows_the_steps():
+    plan = ["generate", "match", "metrics"]
+    assert derive_run_fields(plan, {}, {})["status"] == "created"
+    assert derive_run_fields(plan, _state(generate="running"), {})["status"] == "running:generate"
+    assert derive_run_fields(plan, _state(generate="done"), {})["status"] == "pending:match"
+    failed = derive_run_fields(plan, _state(generate="done", match="failed"), {})
+    assert failed["status"] == "failed:match" and failed["error"] == "boom"
+    stale = derive_run_fields(plan, _state(generate="done", match="stale", metrics="done"), {})
+    assert stale["status"] == "pending:match" and stale["finished_at"] is None
+    done = derive_run_fields(plan, _state(index="done", generate="done", match="done", metrics="done"), {})
+    assert done["status"] == "complete" and done["finished_at"] is not None
+    assert done["steps_done"] == ["index", "generate", "match", "metrics"]
+
+
+def test_planned_steps_add_derived_steps_and_leave_index_to_the_corpus(tmp_path):
+    cfg = make_config(tmp_path)
+    assert planned_steps(cfg) == ["generate", "match", "pii", "metrics", "rank", "calibrate", "report"]
+    assert planned_steps(cfg, imported=True)[0] == "import_samples"
+    assert planned_steps(cfg, ["generate", "rank"]) == ["generate", "rank"]
+    assert audit_steps(cfg, ["index", "generate", "match"]) == ["index", "generate", "match", "metrics"]
+    for stage in STAGES.values():  # every dependency is a known step that comes earlier
+        assert all(STEP_ORDER.index(d) < STEP_ORDER.index(stage.name) for d in stage.depends_on)
+
+
+def test_ordered_equals_a_global_sort_across_many_ranges(spark, tmp_path):
+    rng = np.random.default_rng(3)
+    n = 2000
+    pdf = pd.DataFrame({"group": rng.choice(["a", "b", "c"], n), "key": rng.integers(0, 50, n).astype(float),
+                        "sample_id": np.arange(n, dtype=np.int64), "tokens": rng.integers(1, 9, n)})
+    df = spark.createDataFrame(pdf)
+    out = ordered(df, [F.col("key").desc(), F.col("sample_id").asc()], partition_by=["group"],
+                  row_number="rn", running_sums={"cum": F.col("tokens")}, parts=7,
+                  scratch=str(tmp_path / "scratch")).toPandas()
+    expect = pdf.sort_values(["group", "key", "sample_id"], ascending=[True, False, True]).copy()
+    expect["rn"] = expect.groupby("group").cumcount() + 1
+    expect["cum"] = expect.groupby("group")["tokens"].cumsum()
+    got = out.set_index("sample_id").loc[expect["sample_id"]]
+    assert (got["rn"].to_numpy() == expect["rn"].to_numpy()).all()
+    assert (got["cum"].to_numpy() == expect["cum"].to_numpy()).all()
+    # Without a scratch folder (local checkpoint) and without groups.
+    plain = ordered(df, [F.col("sample_id").asc()], row_number="rn", parts=5).toPandas().sort_values("sample_id")
+    assert (plain["rn"].to_numpy() == np.arange(1, n + 1)).all()

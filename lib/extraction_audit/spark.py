@@ -75,6 +75,8 @@ def _local_session(cfg: AuditConfig):
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.databricks.delta.retentionDurationCheck.enabled", "false")
         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
+        # File listings (Delta VACUUM among them) default to 10,000 tasks: minutes on a laptop.
+        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", str(4 * (os.cpu_count() or 2)))
         .config("spark.driver.extraJavaOptions", "-Dderby.system.home=" + str(warehouse / "_derby"))
     )
     for key, value in cfg.spark.conf.items():

@@ -282,5 +282,5 @@ def test_errors_and_cli(spark, tmp_path, monkeypatch, capsys):
     assert tables.read("samples").count() == 0
 
     monkeypatch.delenv("EXTRACTION_AUDIT_PII_KEY")
-    assert main(["pii", "--config", str(config_path), "--run-id", "r1"]) == 2
+    assert main(["pii", "--config", str(config_path), "--run-id", "missing-run"]) == 2
     assert "EXTRACTION_AUDIT_PII_KEY" in capsys.readouterr().err

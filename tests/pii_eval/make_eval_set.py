@@ -147,8 +147,10 @@ def card(rng: random.Random) -> str:
     return sep.join(groups)
 
 
-_IBAN_FORMATS = {"GB": ("ABCD", 14), "DE": ("", 18), "FR": ("", 23), "ES": ("", 20), "NL": ("ABCD", 10),
-                 "IE": ("ABCD", 14), "IT": ("X", 22), "BE": ("", 12)}
+# Countries whose BBAN has no national check digit of its own (Belgium's and Spain's have one,
+# which random digits fail: an early version of this file labelled such invalid IBANs as gold).
+_IBAN_FORMATS = {"GB": ("ABCD", 14), "DE": ("", 18), "FR": ("", 23), "NL": ("ABCD", 10), "IE": ("ABCD", 14),
+                 "IT": ("X", 22), "AT": ("", 16), "CH": ("", 17)}
 _BANKS = ["NWBK", "BARC", "LOYD", "MIDL", "HBUK", "AIBK", "BOFI", "RABO", "INGB", "ABNA"]
 
 

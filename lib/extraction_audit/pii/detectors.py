@@ -8,24 +8,29 @@ with phonenumbers, never by a home-made regex alone:
 name                    what counts as a finding
 ======================  =========================================================================
 email                   RFC-like address; value lower-cased
-phone                   ``phonenumbers.PhoneNumberMatcher`` (leniency VALID) for every region in
-                        ``pii.phone_regions``, unless labelled as another identifier (``NHS``,
-                        ``ref``, ``account`` ... just before it); value E.164
+phone                   ``phonenumbers.PhoneNumberMatcher`` for every region in ``pii.phone_regions``:
+                        VALID numbers, and UK-mobile-shaped ones (07xxx xxxxxx); the nearest label
+                        before it decides (``tel``/``mobile``/``the number is`` keep it; ``NHS``,
+                        ``ref``, ``account number`` drop it unless written as only phones are:
+                        ``+44``, ``(0113)``, a national ``0``); value E.164
 card                    13-19 digits (spaces/dashes allowed) with a card-brand prefix and a valid
                         Luhn check digit (``stdnum.luhn``); value digits only
 iban                    ``stdnum.iban`` (country format + mod-97); value compact upper case
-uk_bank_account         sort code (``12-34-56``) and 8-digit account number within 60 characters,
-                        with ``sort code``/``account``/``a/c`` nearby (UK modulus checking needs
-                        Vocalink's weight tables, so there is no checksum); value ``sort:account``
+uk_bank_account         sort code (``12-34-56``) and 8-digit account number within 40 characters,
+                        with ``sort code``/``account``/``a/c`` nearby, value ``sort:account``; or an
+                        8-digit number whose nearest label is an account label (``account``, ``a/c``,
+                        ``acct no.``, ``(current account)`` after it), value the 8 digits (UK
+                        modulus checking needs Vocalink's weight tables, so there is no checksum)
 us_ssn                  ``stdnum.us.ssn`` (area/group/serial rules); bare 9 digits only after an
-                        ``SSN``/``social security`` cue; value digits only
+                        ``SSN``/``social security`` cue or before ``(SSN)``; value digits only
 nhs_number              ``stdnum.gb.nhs`` mod-11 check digit, written ``943 476 5870`` or after an
-                        ``NHS``/``patient``/``health`` cue, not part of a longer number; value 10 digits
+                        ``NHS``/``patient``/``health`` cue (or before ``(NHS)``), not part of a longer
+                        number or a phone (``+44 (0)117 496 0175``); value 10 digits
 uk_nino                 HMRC format (NIM39110): two prefix letters excluding D, F, I, Q, U, V
                         (second letter not O) and the prefixes BG, GB, KN, NK, NT, TN, ZZ; six
                         digits; suffix A-D.  python-stdnum has no NINO module.  Value compact
 date_of_birth           a date within 30 characters after a birth cue (``DOB``, ``date of birth``,
-                        ``born``, ``birthday``); value ISO date; ``pii.date_day_first`` decides
+                        ``born``, ``birthday``) or just before one (``(date of birth)``); value ISO date; ``pii.date_day_first`` decides
                         03/04/1985
 ip_address              IPv4/IPv6 validated by ``ipaddress``; value its compressed form
 person_name             the backend chosen by ``pii.name_backend`` (``names.py``); value
@@ -57,7 +62,7 @@ from . import normalise as norm
 from .keys import key_fingerprint, resolve_hmac_key
 from .names import check_name_backend, get_name_backend
 
-DETECTOR_VERSION = "1"  # bump when a detector changes what it finds: the corpus index is rescanned
+DETECTOR_VERSION = "2"  # bump when a detector changes what it finds: the corpus index is rescanned
 
 
 class Detection(NamedTuple):
@@ -158,6 +163,42 @@ def _cue_before(text: str, start: int, cue: re.Pattern, window: int) -> bool:
     return cue.search(text, max(0, start - window), start) is not None
 
 
+def _cue_after(text: str, end: int, cue: re.Pattern, window: int = 6) -> bool:
+    """A label written after the value: ``4010232137 (NHS)``, ``07700 900123 (mobile)``."""
+    return cue.match(text, end, min(len(text), end + window + 25)) is not None
+
+
+# Labels that say what a number is.  ``number`` on its own is a phone cue ("the number is",
+# "my number's"); with an identifier word before it ("account number", "NHS number") it is
+# part of that identifier's label.  Words that are labels only with a number word after
+# them ("customer no.", "case number") carry it in the pattern.
+_NUMBER_WORD = r"(?:\s*(?:number|no\.?|num|\#)(?![a-z]))?(?:'s)?"
+_LABEL = re.compile(
+    r"(?i)(?P<account>\b(?:(?:bank|current|savings)\s+)?(?:account|acct|a/c)(?![a-z])" + _NUMBER_WORD + ")"
+    r"|(?P<sort>\bsort\s*code|\bs/c(?![a-z]))"
+    r"|(?P<other>(?:\b(?:nhs|ssn|ss\#|social\s+security|national\s+insurance|n\.?i|nino|ref(?:erence)?|invoice|"
+    r"order|policy|membership|tracking|ticket|iban|card|id|passport|licen[cs]e|serial|sku|model|isbn|flight|"
+    r"routing|vat|utr)(?![a-z])|\bre(?=:)|\b(?:customer|member|case|claim|booking|patient|file|reg)"
+    r"(?=\s*(?:number|no\.?|num|\#)(?![a-z])))" + _NUMBER_WORD + ")"
+    r"|(?P<phone>\b(?:tel(?:ephone)?|phone|call|ring|mobile|cell|fax|contact|text|whatsapp|landline|reach|"
+    r"number)(?![a-z])|(?<![\w'])(?-i:[TM])(?=:?\s))")
+
+
+def nearest_label(text: str, start: int, window: int = 40) -> str | None:
+    """The kind of the label nearest before ``start`` (account, sort, other, phone), looking
+    back no further than the previous digit: a label already followed by a value labels
+    that value, not the next one."""
+    lo = max(0, start - window)
+    for i in range(start - 1, lo - 1, -1):
+        if text[i].isdigit():
+            lo = i + 1
+            break
+    kind = None
+    for m in _LABEL.finditer(text, lo, start):
+        kind = m.lastgroup
+    return kind
+
+
 # -- simple patterns -------------------------------------------------------------------------
 
 @register("email")
@@ -176,35 +217,57 @@ class EmailDetector(Detector):
 
 @register("phone")
 class PhoneDetector(Detector):
-    name = entity_type = "phone"
+    """Phones for the configured regions.
 
-    # A number labelled as another identifier ("NHS 943 476 5871", "ref 4505577104") is not a
-    # phone even when it is a valid US number; a phone cue nearer the number overrides.
-    _OTHER_ID_CUE = re.compile(r"(?i)\b(?:nhs|ssn|social\s+security|ref(?:erence)?|invoice|order|account|acct|"
-                               r"a/c|sort\s*code|card|iban|id|no\.?|number)\b[^\d]{0,12}$")
-    _PHONE_CUE = re.compile(r"(?i)\b(?:tel|telephone|phone|call|ring|mobile|cell|fax|contact|text|whatsapp)\b")
+    A number is a phone when phonenumbers calls it VALID, or when it is shaped like a UK
+    mobile (07xxx xxxxxx, +44 7xxx: phonenumbers rejects unallocated blocks such as Ofcom's
+    07700 900xxx drama range, which people still write as their number).  The label nearest
+    before it decides what it is: a phone label (``tel``, ``mobile``, ``the number is``) keeps
+    it; another identifier's label (``NHS``, ``ref``, ``account number``...) drops it unless the
+    number is written the way only phones are (``+44``, ``(0113)``, a national ``0`` prefix);
+    unlabelled, a bare digit run (``7192892211``) is kept only when it starts like a phone.
+    """
+
+    name = entity_type = "phone"
+    _PHONE_AFTER = re.compile(r"(?i)[ \t(\[-]*(?:mobile|tel|phone|landline|home number|work number|cell)\b")
+    _UK_MOBILE = re.compile(r"^(?:\+44\s?(?:\(0\)\s?)?|0)7\d{3}\s?\d{3}\s?\d{3}$")
 
     def __init__(self, settings: DetectionSettings):
         self.regions = settings.phone_regions
 
-    def _labelled_other(self, text: str, start: int) -> bool:
-        before = text[max(0, start - 25):start]
-        cue = self._OTHER_ID_CUE.search(before)
-        return cue is not None and not self._PHONE_CUE.search(before, cue.start())
+    @staticmethod
+    def _phone_shaped(raw: str) -> bool:
+        return raw[:1] in "+(0" or re.match(r"1[-. ]", raw) is not None
+
+    def _keep(self, text: str, start: int, end: int, valid: bool) -> bool:
+        raw = text[start:end]
+        if start and (text[start - 1] in "#/-" and start > 1 and text[start - 2].isalnum() or text[start - 1].isalnum()):
+            return False  # inside a code: HC-6509614458, NHS#6425963883
+        plausible = valid or ("GB" in self.regions and self._UK_MOBILE.match(raw) is not None)
+        if not plausible:
+            return False
+        label = nearest_label(text, start)
+        if label == "phone" or _cue_after(text, end, self._PHONE_AFTER):
+            return True
+        if label is not None:
+            return self._phone_shaped(raw)
+        return self._phone_shaped(raw) or not re.fullmatch(r"\d+", raw)
 
     def detect(self, text):
         import phonenumbers
 
         seen = set()
         for region in self.regions:
-            for m in phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID):
-                if (m.start, m.end) in seen:
-                    continue
-                seen.add((m.start, m.end))
-                if self._labelled_other(text, m.start):
-                    continue
-                e164 = phonenumbers.format_number(m.number, phonenumbers.PhoneNumberFormat.E164)
-                yield self._hit(text, m.start, m.end, e164)
+            for leniency in (phonenumbers.Leniency.VALID, phonenumbers.Leniency.POSSIBLE):
+                for m in phonenumbers.PhoneNumberMatcher(text, region, leniency=leniency):
+                    if any(m.start < e and s < m.end for s, e in seen):
+                        continue
+                    valid = phonenumbers.is_valid_number(m.number)
+                    if not self._keep(text, m.start, m.end, valid):
+                        continue
+                    seen.add((m.start, m.end))
+                    e164 = phonenumbers.format_number(m.number, phonenumbers.PhoneNumberFormat.E164)
+                    yield self._hit(text, m.start, m.end, e164)
 
 
 # -- digit groups (cards, NHS numbers, SSNs) ----------------------------------------------
@@ -234,7 +297,8 @@ def _whole_run(text: str, start: int, end: int) -> bool:
     """The window is a number on its own: not part of a longer digit run, no ``+`` prefix."""
     before = text[:start].rstrip(" -")
     after = text[end:].lstrip(" -")
-    return not (before[-1:].isdigit() or before[-1:] == "+" or after[:1].isdigit())
+    phone_prefix = before.endswith("(0)") or re.search(r"\+\d{1,3}$", before) is not None
+    return not (before[-1:].isdigit() or before[-1:] == "+" or after[:1].isdigit() or phone_prefix)
 
 
 def _take_valid(windows, is_valid) -> list[tuple[int, int]]:
@@ -283,6 +347,7 @@ class CardDetector(Detector):
 
 
 _NHS_CUE = re.compile(r"(?i)\b(?:nhs|patient|health|hospital|chi)\b")
+_NHS_AFTER = re.compile(r"(?i)[ \t(\[-]*(?:nhs|chi)\b")
 
 
 @register("nhs_number")
@@ -300,7 +365,8 @@ class NhsNumberDetector(Detector):
                     or not nhs.is_valid(norm.digits(text[start:end])):
                 return False
             canonical_format = sizes == [3, 3, 4] and "-" not in text[start:end]
-            return canonical_format or _cue_before(text, start, _NHS_CUE, 60)
+            return (canonical_format or _cue_before(text, start, _NHS_CUE, 60)
+                    or _cue_after(text, end, _NHS_AFTER))
 
         for windows in _group_windows(text, 10, 10):
             for start, end in _take_valid(windows, valid):
@@ -308,6 +374,7 @@ class NhsNumberDetector(Detector):
 
 
 _SSN_CUE = re.compile(r"(?i)\b(?:ssn|social\s+security(?:\s+(?:number|no\.?))?|ss#)")
+_SSN_AFTER = re.compile(r"(?i)[ \t(\[-]*(?:ssn|social\s+security)\b")
 
 
 @register("us_ssn")
@@ -322,7 +389,7 @@ class UsSsnDetector(Detector):
 
         def valid(start, end, sizes):
             if sizes == [9]:
-                if not _cue_before(text, start, _SSN_CUE, 30):
+                if not (_cue_before(text, start, _SSN_CUE, 30) or _cue_after(text, end, _SSN_AFTER)):
                     return False
             elif sizes != [3, 2, 4]:
                 return False
@@ -359,13 +426,32 @@ class IbanDetector(Detector):
                     break
 
 
-_SORT_CODE = re.compile(r"(?<![\d-])(\d{2})([- ])(\d{2})\2(\d{2})(?![\d-])|(?<=[Ss]ort code[: ])(\d{6})(?!\d)")
-_ACCOUNT = re.compile(r"(?<![\d-])\d{8}(?![\d-])")
+_SORT_CODE = re.compile(r"(?<![\d-])(\d{2})([- ])(\d{2})\2(\d{2})(?![\d-])"
+                        r"|(?i:sort\s*code|s/c)\s*[:\-]?\s*(?P<compact>\d{6})(?!\d)")
+_ACCOUNT = re.compile(r"(?<![\w-])\d{8}(?![\w-])")
 _BANK_CUE = re.compile(r"(?i)\b(?:sort\s*code|account|acct|a/c|s/c|bank)")
+_ACCOUNT_AFTER = re.compile(r"(?i)[ \t(\[-]*(?:(?:current|savings|bank|joint)\s+)?(?:account|acct|a/c)\b")
+
+
+def _sort_codes(text: str) -> list[tuple[int, int, str]]:
+    """Sort-code candidates; the digits of a spaced NINO (``AB 12 34 56 C``) are not one."""
+    found = []
+    for m in _SORT_CODE.finditer(text):
+        start, end = m.span("compact") if m.group("compact") else m.span()
+        if re.search(r"(?<![A-Za-z])[A-Za-z]{2} $", text[max(0, start - 4):start]) \
+                and re.match(r" [A-Da-d](?![A-Za-z0-9])", text[end:end + 3]):
+            continue
+        found.append((start, end, norm.digits(text[start:end])))
+    return found
 
 
 @register("uk_bank_account")
 class UkBankAccountDetector(Detector):
+    """A sort code with an 8-digit account number near it (a banking word nearby), value
+    ``sort:account``; or an 8-digit account number on its own whose nearest label is an
+    account label (``account``, ``a/c``, ``acct no.``, ``the account number is``, or
+    ``(current account)`` after it), value the 8 digits."""
+
     name = entity_type = "uk_bank_account"
 
     def __init__(self, settings: DetectionSettings):
@@ -374,17 +460,25 @@ class UkBankAccountDetector(Detector):
     def detect(self, text):
         accounts = [(m.start(), m.end()) for m in _ACCOUNT.finditer(text)]
         used: set[tuple[int, int]] = set()
-        for sc in _SORT_CODE.finditer(text):
-            near = [a for a in accounts if a not in used and (0 <= a[0] - sc.end() <= 60 or 0 <= sc.start() - a[1] <= 60)]
+        for sc_start, sc_end, sort_digits in _sort_codes(text):
+            def gap(a):
+                lo, hi = (sc_end, a[0]) if a[0] >= sc_end else (a[1], sc_start)
+                between = text[lo:hi]
+                return len(between) if 0 <= hi - lo <= 40 and not re.search(r"\d", between) else None
+            near = [a for a in accounts if a not in used and gap(a) is not None]
             if not near:
                 continue
-            acc = min(near, key=lambda a: abs(a[0] - sc.start()))
-            start, end = min(sc.start(), acc[0]), max(sc.end(), acc[1])
+            acc = min(near, key=gap)
+            start, end = min(sc_start, acc[0]), max(sc_end, acc[1])
             if not _BANK_CUE.search(text, max(0, start - 40), end):
                 continue
             used.add(acc)
-            value = f"{norm.digits(sc.group())}:{text[acc[0]:acc[1]]}"
-            yield self._hit(text, start, end, value)
+            yield self._hit(text, start, end, f"{sort_digits}:{text[acc[0]:acc[1]]}")
+        for acc in accounts:
+            if acc in used:
+                continue
+            if nearest_label(text, acc[0]) == "account" or _cue_after(text, acc[1], _ACCOUNT_AFTER):
+                yield self._hit(text, acc[0], acc[1], text[acc[0]:acc[1]])
 
 
 _NINO = re.compile(r"(?<![A-Za-z0-9])([A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z]) ?(\d{2}) ?(\d{2}) ?(\d{2}) ?([A-D])"
@@ -416,6 +510,7 @@ class UkNinoDetector(Detector):
 # -- dates of birth, IP addresses ---------------------------------------------------------
 
 _BIRTH_CUE = re.compile(r"(?i)\b(?:d\.?o\.?b\.?|date\s+of\s+birth|birth\s*date|born(?:\s+on)?|birthday)(?![a-z])")
+_BIRTH_AFTER = re.compile(r"(?i)[ \t(\[-]*(?:d\.?o\.?b\.?|date\s+of\s+birth|birth\s*date|birthday)(?![a-z])")
 _MONTH = r"(?P<mon>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
 _DATE = re.compile(
     r"(?i)(?<!\d)(?:(?P<iy>\d{4})-(?P<im>\d{1,2})-(?P<id>\d{1,2})"
@@ -436,13 +531,20 @@ class DateOfBirthDetector(Detector):
         self.day_first = settings.date_day_first
 
     def detect(self, text):
+        taken = set()
         for cue in _BIRTH_CUE.finditer(text):
             m = _DATE.search(text, cue.end(), min(len(text), cue.end() + 30 + 20))
             if not m or m.start() - cue.end() > 30:
                 continue
             iso = self._iso(m)
-            if iso:
+            if iso and m.start() not in taken:
+                taken.add(m.start())
                 yield self._hit(text, m.start(), m.end(), iso)
+        for m in _DATE.finditer(text):  # the label after the date: "12/03/1985 (date of birth)"
+            if m.start() not in taken and _cue_after(text, m.end(), _BIRTH_AFTER):
+                iso = self._iso(m)
+                if iso:
+                    yield self._hit(text, m.start(), m.end(), iso)
 
     def _iso(self, m: re.Match) -> str | None:
         g = m.groupdict()

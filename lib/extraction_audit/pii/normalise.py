@@ -71,8 +71,9 @@ def redact(entity_type: str, normalised: str) -> str:
         return "**** **** **** " + normalised[-4:]
     if entity_type == "iban":
         return normalised[:2] + _mask(normalised[2:], 4)
-    if entity_type == "uk_bank_account":
-        return "**-**-** " + _mask(normalised.partition(":")[2], 2)
+    if entity_type == "uk_bank_account":  # "sort:account", or the account alone
+        sort_code, colon, account = normalised.rpartition(":")
+        return ("**-**-** " if colon else "") + _mask(account, 2)
     if entity_type == "us_ssn":
         return "***-**-" + normalised[-4:]
     if entity_type == "nhs_number":
@@ -138,7 +139,9 @@ def search_requirements(entity_type: str, normalised: str, surface: str,
     elif entity_type in ("card", "nhs_number", "us_ssn"):
         forms = [n]
     elif entity_type == "uk_bank_account":
-        sort_code, _, account = n.partition(":")
+        sort_code, colon, account = n.rpartition(":")
+        if not colon:  # an account number found without its sort code
+            return [list(dict.fromkeys([account, surface]))]
         dashed = "-".join(sort_code[i:i + 2] for i in (0, 2, 4))
         return [[sort_code, dashed, dashed.replace("-", " ")], [account]]
     elif entity_type == "iban":

@@ -120,7 +120,7 @@ def test_pii_stage_end_to_end(spark, tmp_path):
     assert json.loads(run_row["step_stats"])["pii"]["findings"] == stats["findings"]
 
     card = found[(0, "card")]
-    assert (card["in_corpus"], card["corpus_doc_count"], card["corpus_lookup"]) == (True, 1, "index")
+    assert (card["in_corpus"], card["corpus_doc_count"], card["corpus_lookup"]) == (True, 1, "search")
     assert card["example_doc_ids"] == ["doc-a"]
     assert card["value_redacted"] == "**** **** **** 1111" and card["value"] is None
     assert card["value_key"] == key_of(cfg, "card", "4111111111111111")
@@ -153,7 +153,7 @@ def test_pii_stage_end_to_end(spark, tmp_path):
     assert found[(5, "nhs_number")]["linked_in_same_doc"] is True  # Mary Jones + NHS number in doc-f
 
     assert stats["samples_read"] == 6 and stats["findings"] == len(found)
-    assert stats["lookup"]["searched"] == stats["lookup"]["missing_from_index"] == 3
+    assert stats["lookup"]["searched"] == stats["lookup"]["distinct_values"] == len({r["value_key"] for r in found.values()})
     assert stats["in_control"] == 3  # the card and both "Jane Smith" findings
     assert stats["in_extracted_passage"] == 1 and stats["passages"]["samples_offsets_mismatch"] == 0
 
@@ -178,7 +178,7 @@ def test_pii_stage_end_to_end(spark, tmp_path):
     found = findings_by_type(tables, "r1")
     assert (found[(1, "customer_id")]["corpus_lookup"], found[(1, "customer_id")]["in_corpus"]) == ("not_searched", None)
     assert found[(3, "email")]["in_corpus"] is None and found[(3, "email")]["linked_in_same_doc"] is None
-    assert found[(0, "card")]["in_corpus"] is True
+    assert (found[(0, "card")]["in_corpus"], found[(0, "card")]["corpus_lookup"]) == (True, "index_only")
     assert found[(0, "card")]["in_control"] is True  # the control recorded on the run is reused
     assert again["lookup"]["not_searched"] == 3
 

@@ -290,11 +290,14 @@ PII_FINDINGS = _table(TableSpec(
         ("value_key", "STRING", "HMAC-SHA256 of the normalised value (keyed, never the raw value)"),
         ("value", "STRING", "Raw value; NULL unless storage.allow_raw_pii"),
         ("in_corpus", "BOOLEAN", "Whether the normalised value occurs in the corpus"),
-        ("corpus_doc_count", "BIGINT", "Corpus documents containing the value"),
+        ("corpus_doc_count", "BIGINT", "Corpus documents containing the value in any surface form (by-value "
+                                       "text search; NULL when not searched)"),
         ("detector", "STRING", "Detector name"),
-        ("corpus_lookup", "STRING", "How in_corpus was decided: index (corpus-side detector), search "
-                                    "(second-chance text search), not_found, or not_searched (over "
-                                    "pii.corpus_search_limit; in_corpus is NULL)"),
+        ("corpus_lookup", "STRING", "How in_corpus was decided: search (the value searched for in the "
+                                    "corpus text in all its surface forms; corpus_doc_count exact), not_found "
+                                    "(searched, 0 documents), index_only (over pii.corpus_search_limit but "
+                                    "tagged by the corpus-side detectors: present, count NULL), or "
+                                    "not_searched (over the limit; in_corpus is NULL)"),
         ("example_doc_ids", "ARRAY<STRING>", "Some corpus documents containing the value"),
         ("linked_name_key", "STRING", "value_key of the person name nearest this identifier in the sample "
                                       "(within pii.link_window_chars), when any"),
@@ -306,6 +309,8 @@ PII_FINDINGS = _table(TableSpec(
         ("control_run_id", "STRING", "Control run compared against, when any"),
         ("in_control", "BOOLEAN", "Whether the control run emitted the same value (NULL without control)"),
         ("created_at", "TIMESTAMP", "When the finding was written"),
+        ("index_doc_count", "BIGINT", "Corpus documents where the corpus-side detectors tagged the value "
+                                      "(pii_corpus_index): a diagnostic, never the count; 0 when untagged"),
     ),
     key=("run_id", "sample_id", "char_start"),
     partition_by=("run_id",),

@@ -1,7 +1,8 @@
 """The ``pii`` stage: tag personal data in a run's samples and write ``pii_findings``.
 
-Steps: update the corpus PII index (incremental), detect values in the samples, look each
-up in the corpus (index, then bounded search), check name/identifier linkage, link
+Steps: update the corpus PII index (incremental), detect values in the samples, count each
+value's corpus documents by searching for it in all its surface forms (``lookup.py``; the
+index is kept beside the count as ``index_doc_count``), check name/identifier linkage, link
 findings to extracted passages, mark values the control run also emitted, and replace
 the run's findings atomically (re-running the stage leaves one set of findings).
 

@@ -4,7 +4,7 @@ One canonical form per value is what makes a finding joinable: ``+44 20 7946 095
 sample and ``020 7946 0958`` in the corpus are the same phone only once both are E.164.
 ``value_key`` hashes the canonical form (``keys.py``); ``redact`` gives analysts a hint of
 the type and shape without the value; ``search_requirements`` lists the ways the value may
-be written in a document, for the second-chance corpus search.  Pure functions, no Spark.
+be written in a document, for the by-value corpus count.  Pure functions, no Spark.
 
 Reads and writes no tables.
 """
@@ -91,31 +91,66 @@ def redact(entity_type: str, normalised: str) -> str:
     return _mask(normalised, 2)  # custom types
 
 
-# -- surface forms for the second-chance corpus search -----------------------------------
+# -- surface forms for the by-value corpus count ------------------------------------------
+#
+# A value's surface forms are tagged with the view of a document they are matched in
+# (``search.py``):
+#
+# * ``COMPACT`` ("c:"): upper case, every run of separators (whitespace, dashes, dots,
+#   slashes, brackets) between two letters/digits dropped.  A form matches when it is the
+#   concatenation of whole consecutive letter/digit runs of the text, so ``020 7946 0958``,
+#   ``(020) 7946-0958``, ``020.7946.0958`` and ``+44 (0)20 7946 0958`` all give the digits
+#   of one form, and a form never starts or ends inside a run (``14111...`` holds no card
+#   ``4111...``).  Numbers, IBANs, NINOs, sort codes.
+# * ``PLAIN`` ("p:"): accents removed, lower case, whitespace collapsed; a form matches
+#   unless a letter/digit touches it (a digit edge is only blocked by a digit).  Emails,
+#   IP addresses, dates, names, custom types.
+#
+# Forms come from the canonical value only, so every finding of one value searches for the
+# same forms whichever way the sample happened to write it.
+
+COMPACT = "c:"
+PLAIN = "p:"
+_COMPACT_TYPES = ("card", "nhs_number", "us_ssn")
+
 
 def _phone_forms(e164: str) -> list[str]:
+    """Digit strings of a phone: national (``02079460958``), international with the country
+    code (``442079460958``: ``+44 20 ...``), with ``00`` (``0044 20 ...``), and with the trunk
+    prefix kept after the country code (``+44 (0)20 ...``)."""
     import phonenumbers
     from phonenumbers import PhoneNumberFormat as Fmt
 
     try:
         number = phonenumbers.parse(e164)
     except phonenumbers.NumberParseException:
-        return [e164]
-    national = phonenumbers.format_number(number, Fmt.NATIONAL)
-    international = phonenumbers.format_number(number, Fmt.INTERNATIONAL)
-    return [e164, e164[1:], digits(national), national, international]
+        return [digits(e164)]
+    cc = str(number.country_code)
+    nsn = phonenumbers.national_significant_number(number)
+    national = digits(phonenumbers.format_number(number, Fmt.NATIONAL))
+    forms = [national, cc + nsn, "00" + cc + nsn]
+    if national != nsn and national.endswith(nsn):
+        trunk = national[: len(national) - len(nsn)]
+        forms += [cc + trunk + nsn, "00" + cc + trunk + nsn]
+    return forms
 
 
 def _date_forms(iso: str, day_first: bool) -> list[str]:
     y, m, d = (int(p) for p in iso.split("-"))
     month = MONTHS[m - 1]
-    forms = [iso, f"{d} {month} {y}", f"{d}{_ordinal(d)} {month} {y}", f"{month} {d}, {y}",
-             f"{month} {d} {y}", f"{d} {month[:3]} {y}", f"{month[:3]} {d}, {y}"]
-    for sep in "/.-":
-        if day_first:
-            forms += [f"{d:02d}{sep}{m:02d}{sep}{y}", f"{d}{sep}{m}{sep}{y}"]
-        else:
-            forms += [f"{m:02d}{sep}{d:02d}{sep}{y}", f"{m}{sep}{d}{sep}{y}"]
+    o = _ordinal(d)
+    forms = [iso, f"{d} {month} {y}", f"{d}{o} {month} {y}", f"{d} {month}, {y}", f"{d}{o} of {month} {y}",
+             f"{month} {d}, {y}", f"{month} {d} {y}", f"{month} {d}{o}, {y}", f"{month} {d}{o} {y}"]
+    for name in {month[:3], month[:4] if month.startswith("sept") else month[:3]}:
+        forms += [f"{d} {name} {y}", f"{d}{o} {name} {y}", f"{name} {d}, {y}", f"{name} {d} {y}",
+                  f"{d} {name}. {y}", f"{name}. {d}, {y}"]
+    orders = [(d, m) if day_first else (m, d)]
+    if d > 12:  # unambiguous the other way round too: the detector reads 11/17/1936 month first
+        orders.append((m, d) if day_first else (d, m))
+    for first, second in orders:
+        for sep in "/.-":
+            for yy in (str(y), f"{y % 100:02d}"):
+                forms += [f"{first:02d}{sep}{second:02d}{sep}{yy}", f"{first}{sep}{second}{sep}{yy}"]
     return forms
 
 
@@ -123,40 +158,47 @@ def _ordinal(d: int) -> str:
     return "th" if 11 <= d % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(d % 10, "th")
 
 
-def search_requirements(entity_type: str, normalised: str, surface: str,
+def plain_text(text: str) -> str:
+    """The PLAIN view of a text: accents removed, lower case, whitespace runs as one space."""
+    if not text.isascii():
+        decomposed = unicodedata.normalize("NFKD", text)
+        text = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return _SPACES.sub(" ", text.lower())
+
+
+def search_requirements(entity_type: str, normalised: str, surface: str = "",
                         day_first: bool = True) -> list[list[str]]:
-    """Ways the value can be written in a corpus document, lower-cased.
+    """The forms a corpus document must hold for the value, each prefixed with its view.
 
     A document holds the value when, for every requirement (inner list), at least one of
-    its variants occurs.  Digit-based forms are also matched against a copy of the text
-    with separators between digits removed (``search.py``), so ``4111 1111 ...`` and
-    ``4111-1111-...`` need no listing of their own.
+    its forms occurs.  Only a sort code with its account has two requirements.  ``surface``
+    is accepted for compatibility and ignored: forms depend on the canonical value alone.
     """
-    surface = _SPACES.sub(" ", surface.strip()).lower()
-    n = normalised.lower()
+    n = normalised
     if entity_type == "phone":
-        forms = _phone_forms(normalised)
-    elif entity_type in ("card", "nhs_number", "us_ssn"):
-        forms = [n]
-    elif entity_type == "uk_bank_account":
+        return [[COMPACT + f for f in dict.fromkeys(_phone_forms(n)) if f]]
+    if entity_type in _COMPACT_TYPES:
+        return [[COMPACT + digits(n)]]
+    if entity_type == "uk_bank_account":
         sort_code, colon, account = n.rpartition(":")
         if not colon:  # an account number found without its sort code
-            return [list(dict.fromkeys([account, surface]))]
-        dashed = "-".join(sort_code[i:i + 2] for i in (0, 2, 4))
-        return [[sort_code, dashed, dashed.replace("-", " ")], [account]]
-    elif entity_type == "iban":
-        forms = [n, " ".join(n[i:i + 4] for i in range(0, len(n), 4))]
-    elif entity_type == "uk_nino":
-        forms = [n, f"{n[:2]} {n[2:4]} {n[4:6]} {n[6:8]} {n[8:]}", f"{n[:2]} {n[2:8]} {n[8:]}"]
-    elif entity_type == "date_of_birth":
-        forms = _date_forms(normalised, day_first)
+            return [[COMPACT + account]]
+        return [[COMPACT + sort_code], [COMPACT + account]]
+    if entity_type in ("iban", "uk_nino"):
+        return [[COMPACT + normalise_compact_upper(n)]]
+    if entity_type == "date_of_birth":
+        forms = _date_forms(n, day_first)
     elif entity_type == "person_name":
         words = n.split()
         forms = [n] + ([f"{words[-1]}, {' '.join(words[:-1])}"] if len(words) > 1 else [])
-    else:  # email, ip_address, custom types
+    elif entity_type == "ip_address":
+        import ipaddress
+
+        ip = ipaddress.ip_address(n)
+        forms = [n] + ([ip.exploded] if ip.version == 6 else [])
+    else:  # email, custom types
         forms = [n]
-    variants = [f.lower() for f in dict.fromkeys([*forms, surface]) if f]
-    return [variants]
+    return [[PLAIN + f for f in dict.fromkeys(plain_text(f).strip() for f in forms) if f]]
 
 
 def iso_date(year: int, month: int, day: int) -> str | None:

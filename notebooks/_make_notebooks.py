@@ -30,6 +30,7 @@ SETUP = '''\
 import os
 
 from extraction_audit.config import load_config
+from extraction_audit.pii.mask import mask_frame  # personal values in shown text, unless storage.allow_raw_pii
 from extraction_audit.report.queries import bind, use_tables
 from extraction_audit.spark import get_spark
 
@@ -131,23 +132,26 @@ def build_notebooks() -> dict[str, nbformat.NotebookNode]:
                                                "if len(previous) else None\nprint(\"previous run:\", "
                                                "PREVIOUS_RUN_ID)")),
                 code(_sql_cell("PASSAGES_NOT_IN_RUN",
-                               "spark.sql(bind(PASSAGES_NOT_IN_RUN, {\"run_id\": RUN_ID, \"other_run_id\": "
-                               "PREVIOUS_RUN_ID, \"redact\": REDACT, \"limit\": LIMIT, \"z\": Z})).toPandas()")),
-                code(_sql_cell("NEW_PASSAGES", "spark.sql(bind(NEW_PASSAGES, {\"run_id\": RUN_ID, \"redact\": "
-                                               "REDACT, \"limit\": LIMIT, \"z\": Z})).toPandas()")),
+                               "mask_frame(cfg, spark.sql(bind(PASSAGES_NOT_IN_RUN, {\"run_id\": RUN_ID, "
+                               "\"other_run_id\": PREVIOUS_RUN_ID, \"redact\": REDACT, \"limit\": LIMIT, "
+                               "\"z\": Z})).toPandas(), [\"text\"])")),
+                code(_sql_cell("NEW_PASSAGES", "mask_frame(cfg, spark.sql(bind(NEW_PASSAGES, {\"run_id\": RUN_ID, "
+                                               "\"redact\": REDACT, \"limit\": LIMIT, \"z\": Z})).toPandas(), "
+                                               "[\"text\"])")),
             ]),
         "04_rare_passages.ipynb": _notebook(
             "Rare passages with example documents",
             "Passages found in one or two training documents are privacy findings; passages repeated in "
             "thousands of documents are usually boilerplate. The document context is shown around the "
-            "passage unless `report.redact_passages` is set.",
+            "passage unless `report.redact_passages` is set; personal values detected in either are masked unless "
+            "`storage.allow_raw_pii` is set.",
             [
                 code(_sql_cell("DOC_COUNT_HISTOGRAM", "spark.sql(bind(DOC_COUNT_HISTOGRAM, {\"run_id\": RUN_ID}))"
                                                       ".toPandas()")),
                 code(_sql_cell("RARE_PASSAGES_WITH_DOCUMENTS",
-                               "spark.sql(bind(RARE_PASSAGES_WITH_DOCUMENTS, {\"run_id\": RUN_ID, "
+                               "mask_frame(cfg, spark.sql(bind(RARE_PASSAGES_WITH_DOCUMENTS, {\"run_id\": RUN_ID, "
                                "\"rare_doc_count\": RARE_DOC_COUNT, \"redact\": REDACT, \"limit\": LIMIT}))"
-                               ".toPandas()")),
+                               ".toPandas(), [\"passage_text\", \"document_context\"])")),
             ]),
         "05_pii_by_type.ipynb": _notebook(
             "Personal data by entity type (redacted)",

@@ -129,10 +129,14 @@ def format_summary(summary: dict, cfg: AuditConfig) -> str:
             lines.append(f"  {m['budget_tokens']:>10} {m['generated_tokens']:>10} {m['share_extracted']:>13.4f} "
                          f"{m['distinct_passages']:>9} {m['distinct_rare_passages']:>5} {m['pii_found']:>4} "
                          f"{m['pii_in_corpus']:>14}")
-    lines.append("top rare passages (fewest training documents first):")
+    lines.append("top rare passages (fewest training documents first; personal data masked unless "
+                 "storage.allow_raw_pii):")
+    from .pii.mask import masker
+
+    mask = masker(cfg)
     for p in summary["top_rare_passages"]:
         exact = "" if p["doc_count_is_exact"] else "≥"
-        text = " ".join(p["text"].split())
+        text = " ".join(mask(p["text"]).split())
         lines.append(f"  docs={exact}{p['doc_count']} tokens={p['n_tokens']} samples={p['n_samples']} "
                      f"e.g. {list(p['example_doc_ids'])[:2]}: {text[:90]!r}")
     if summary["pii"]:

@@ -87,7 +87,10 @@ def export_review(spark, cfg: AuditConfig, run_id: str, top_n: int | None, out_d
     from ..tables import Tables
 
     top_n = top_n or cfg.rank.top_n
-    queue = review_queue(spark, cfg, run_id, top_n)
+    # Sample text is model output: personal values in it are masked unless storage.allow_raw_pii.
+    from ..pii.mask import mask_frame
+
+    queue = mask_frame(cfg, review_queue(spark, cfg, run_id, top_n), ["prompt_text", "text"])
     out = Path(out_dir) if out_dir else Path(cfg.resolve(cfg.report.output_dir)) / run_id / "review"
     out.mkdir(parents=True, exist_ok=True)
     stem = f"review_{_safe_name(run_id)}"

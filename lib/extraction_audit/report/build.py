@@ -79,6 +79,7 @@ class ReportData:
     queries_run: list[dict]
     missing_tables: list[str]
     warnings: list[str]
+    raw_pii_shown: bool = False                    # storage.allow_raw_pii: passage text not masked
 
     @property
     def main(self) -> RunResult:
@@ -168,16 +169,35 @@ def collect_report_data(spark, cfg: AuditConfig, run_id: str, compare_run_ids=()
         "RANK_CALIBRATION": q("RANK_CALIBRATION", run_id=run_id),
         "CHANCE_BASELINE": q("CHANCE_BASELINE", run_id=run_id),
     }
+    # Passage text is model output: mask every personal value detected in it unless allowed.
+    from ..pii.mask import mask_frame
+
+    for name in ("TOP_RARE_PASSAGES", "TOP_EMITTED_PASSAGES"):
+        tables[name] = mask_frame(cfg, tables[name], ["text"])
+    tables["PII_BY_TYPE"] = with_heldout_figures(tables["PII_BY_TYPE"])
     if growth[growth["run_id"] == run_id].empty:
         warnings.append(f"run_metrics has no rows for {run_id}: run the match step to get growth curves.")
     return ReportData(
         run_id=run_id, compare_run_ids=compare,
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         confidence=rc.confidence, bootstrap_samples=rc.bootstrap_samples, rare_doc_count=rare,
-        redact_passages=rc.redact_passages, labels=labels, runs=runs, growth=growth,
+        redact_passages=rc.redact_passages, raw_pii_shown=cfg.storage.allow_raw_pii, labels=labels, runs=runs,
+        growth=growth,
         comparisons=comparisons, tables=tables, queries_run=q.log,
         missing_tables=[m for m in missing if m in Q.QUERY_TABLES], warnings=warnings,
     )
+
+
+def with_heldout_figures(frame: pd.DataFrame) -> pd.DataFrame:
+    """PII_BY_TYPE plus each type's precision and recall on the held-out evaluation set
+    (``pii.evaluation.HELDOUT_COUNTS``; NaN for custom types, which it does not cover)."""
+    from ..pii.evaluation import heldout_figures
+
+    figures = heldout_figures()
+    frame = frame.copy()
+    for col in ("heldout_precision", "heldout_recall"):
+        frame[col] = [figures.get(t, {}).get(col, float("nan")) for t in frame["entity_type"]] if len(frame) else []
+    return frame
 
 
 def _analyse_run(q: _Queries, cfg: AuditConfig, run_id: str, info: dict, headline: dict, growth: pd.DataFrame,

@@ -17,7 +17,7 @@ from . import fmt
 from .bootstrap import PERCENTILE_METHOD, SE_METHOD
 from .curves import METRICS
 from .queries import QUERIES
-from .text import limitations, settings_lines
+from .text import limitations, pii_caveat, settings_lines
 
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1180px;
@@ -250,6 +250,10 @@ def render(data, figures: dict[str, bytes | None]) -> str:
                     ("example_doc_ids", "example documents", ""), ("text", "text", "passage")]
     redaction = (" Passage text is redacted (<code>report.redact_passages</code>)." if data.redact_passages
                  else " Passage text is shown; set <code>report.redact_passages</code> to hide it.")
+    if not data.redact_passages:
+        redaction += (" Raw personal data is shown (<code>storage.allow_raw_pii</code>)." if data.raw_pii_shown
+                      else " Every personal value the detectors find in it is masked, e.g. "
+                           "<code>[card **** **** **** 1111]</code>.")
     parts += [f"<h2 id='rare'>Top rare passages {_q('TOP_RARE_PASSAGES')}</h2>",
               f"<p>Passages found in 1–{data.rare_doc_count} corpus documents, most emitted first.{redaction}</p>",
               _table(data.tables["TOP_RARE_PASSAGES"], passage_cols),
@@ -260,11 +264,20 @@ def render(data, figures: dict[str, bytes | None]) -> str:
 
     # -- PII ------------------------------------------------------------------------------
     parts += [f"<h2 id='pii'>Personal data by type {_q('PII_BY_TYPE')}</h2>",
-              "<p>Redacted values only; raw values never appear in reports.</p>",
+              "<p>Per type: distinct values tagged in the samples, how many occur in the corpus, and in how "
+              "many corpus documents, counted by searching the corpus for each value in all its surface forms "
+              "(spacing, dashes, brackets, phone prefixes, case). Corpus documents are summed over values (a "
+              "document holding two values counts twice). Redacted values only; raw values never appear in "
+              "reports.</p>",
+              f"<p class='note'>{escape(pii_caveat(data.tables['PII_BY_TYPE']))}</p>",
               _table(data.tables["PII_BY_TYPE"], [
                   ("entity_type", "entity type", ""), ("findings", "findings", "num"), ("samples", "samples", "num"),
-                  ("distinct_values", "distinct values", "num"), ("distinct_in_corpus", "in corpus", "num"),
+                  ("distinct_values", "distinct values in samples", "num"), ("distinct_in_corpus", "in corpus", "num"),
+                  ("corpus_value_documents", "corpus documents (summed over values)", "num"),
+                  ("max_corpus_doc_count", "most documents for one value", "num"),
                   ("distinct_in_rare_documents", f"in 1–{data.rare_doc_count} documents", "num"),
+                  ("values_not_counted", "values not counted (search limit)", "num"),
+                  ("heldout_precision", "held-out precision", "share"), ("heldout_recall", "held-out recall", "share"),
                   ("examples_redacted", "examples (redacted)", "")])]
 
     # -- corpus-free route -------------------------------------------------------------------

@@ -5,7 +5,7 @@ comparison, chance baseline, extrapolation and limitations.  Renders a
 from __future__ import annotations
 
 from . import fmt
-from .text import limitations, settings_lines
+from .text import limitations, pii_caveat, settings_lines
 
 
 def render(data, figure_files: dict[str, str] | None = None) -> str:
@@ -49,6 +49,18 @@ def render(data, figure_files: dict[str, str] | None = None) -> str:
         lines.append(f"| Confirmed among hand-checked candidates | {fmt.number(c['confirmed'])} of "
                      f"{fmt.number(c['checked'])} ({fmt.number(c['share_confirmed_low'], True)} – "
                      f"{fmt.number(c['share_confirmed_high'], True)}) |")
+    pii = data.tables.get("PII_BY_TYPE")
+    if pii is not None and len(pii):
+        lines += ["", "Personal data by type (values found in samples; in the corpus, counted by value over all "
+                  "surface forms):", "",
+                  "| type | values in samples | in corpus | corpus documents (summed over values) | "
+                  "held-out precision |", "| --- | --: | --: | --: | --: |"]
+        for row in pii.to_dict("records"):
+            lines.append(f"| {row['entity_type']} | {fmt.number(row.get('distinct_values'))} | "
+                         f"{fmt.number(row.get('distinct_in_corpus'))} | "
+                         f"{fmt.number(row.get('corpus_value_documents'))} | "
+                         f"{fmt.number(row.get('heldout_precision'), share=True)} |")
+        lines += ["", pii_caveat(pii)]
     lines += ["", f"Counts exclude low-entropy filler. Intervals: {main.bootstrap_method}; the extrapolation uses "
               f"{rich.method if rich else 'no method (no samples)'}.", ""]
     if figure_files and "growth_curve" in figure_files:

@@ -410,18 +410,37 @@ ORDER BY docs.n_samples DESC, docs.passage_id, docs.doc_id
 # ---------------------------------------------------------------------------------------
 
 PII_BY_TYPE = _query("PII_BY_TYPE", "Personal data by entity type (redacted values only)", """
-SELECT entity_type,
-       count(*) AS findings,
-       count(DISTINCT sample_id) AS samples,
-       count(DISTINCT value_key) AS distinct_values,
-       count(DISTINCT CASE WHEN in_corpus THEN value_key END) AS distinct_in_corpus,
-       count(DISTINCT CASE WHEN in_corpus AND corpus_doc_count BETWEEN 1 AND :rare_doc_count
-                           THEN value_key END) AS distinct_in_rare_documents,
-       slice(array_sort(collect_set(value_redacted)), 1, 3) AS examples_redacted
-FROM pii_findings
-WHERE run_id = :run_id
-GROUP BY entity_type
-ORDER BY distinct_in_corpus DESC, distinct_values DESC, entity_type
+WITH f AS (
+  SELECT * FROM pii_findings WHERE run_id = :run_id
+),
+per_value AS (
+  SELECT entity_type, value_key,
+         bool_or(in_corpus) AS in_corpus,
+         max(corpus_doc_count) AS corpus_doc_count,
+         bool_or(corpus_lookup NOT IN ('search', 'not_found')) AS not_counted
+  FROM f GROUP BY entity_type, value_key
+),
+by_value AS (
+  SELECT entity_type,
+         count(*) AS distinct_values,
+         count_if(in_corpus) AS distinct_in_corpus,
+         count_if(in_corpus AND corpus_doc_count BETWEEN 1 AND :rare_doc_count) AS distinct_in_rare_documents,
+         coalesce(sum(corpus_doc_count), 0) AS corpus_value_documents,
+         max(corpus_doc_count) AS max_corpus_doc_count,
+         count_if(not_counted) AS values_not_counted
+  FROM per_value GROUP BY entity_type
+),
+by_finding AS (
+  SELECT entity_type, count(*) AS findings, count(DISTINCT sample_id) AS samples,
+         slice(array_sort(collect_set(value_redacted)), 1, 3) AS examples_redacted
+  FROM f GROUP BY entity_type
+)
+SELECT b.entity_type, b.findings, b.samples,
+       v.distinct_values, v.distinct_in_corpus, v.distinct_in_rare_documents,
+       v.corpus_value_documents, v.max_corpus_doc_count, v.values_not_counted,
+       b.examples_redacted
+FROM by_finding b JOIN by_value v ON v.entity_type = b.entity_type
+ORDER BY v.distinct_in_corpus DESC, v.distinct_values DESC, b.entity_type
 """)
 
 CONFIRMED_AMONG_CHECKED = _query(

@@ -70,3 +70,20 @@ def limitations(data) -> list[str]:
         "privacy. Extracted passages and personal data found are copies of training data and must be stored, "
         "reviewed and deleted under the same controls as the training data.",
     ]
+
+
+def pii_caveat(pii_by_type) -> str:
+    """The precision caveat under the personal-data table (held-out evaluation figures)."""
+    from ..pii.evaluation import HELDOUT_SNIPPETS
+
+    text = (f"Precision and recall are the detectors' figures on the held-out half of the generated evaluation "
+            f"set ({HELDOUT_SNIPPETS} snippets, tests/pii_eval): a measure on that generator's phrasings, not "
+            f"on real model output, so real precision is likely lower; a type's counts may include false "
+            f"positives at about (1 − precision) of its findings, and values the detectors miss in samples "
+            f"are not counted at all. Custom types (pii.custom) are not evaluated.")
+    if pii_by_type is not None and len(pii_by_type) and "heldout_precision" in pii_by_type:
+        low = [f"{t} {p:.3f}" for t, p in zip(pii_by_type["entity_type"], pii_by_type["heldout_precision"])
+               if p == p and p < 0.99]
+        if low:
+            text += " Held-out precision below 0.99: " + ", ".join(low) + "."
+    return text

@@ -66,6 +66,8 @@ Bridge Gardens Garden Market Institute Tech Academy Stadium Arena Theatre Theate
 Beach Island Forest Castle Tower Gate Airways Airlines Motors Media News Times Post Herald Press
 Club League Cup Energy Water Insurance Homes Telecom Broadband Mutual Web Amazon Google Microsoft
 Visa Mastercard Amex IBAN NHS SSN NINO DOB IP ID UK US USA EU Mr Mrs Ms Miss Mx Dr Prof
+Nobody Somebody Anybody Everybody Someone Anyone Everyone Noone Nothing Something Anything Everything
+Nowhere Somewhere Anywhere Everywhere None Each Every All Both Either Neither Other Another Such
 """.split())
 # Place words that are also common surnames: a name after a first name, else a place.
 _PLACE_WORDS = frozenset("Hill Hall Green Park Wood Cross Church Lane Field Brook Moss Marsh Stone Heath "

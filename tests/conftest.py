@@ -1,9 +1,16 @@
 """Shared fixtures: one local Spark session for the whole test run, a fresh warehouse
-folder per test, and the tiny demo assets (corpus, tokenizer, models) built once."""
+folder per test, and the tiny demo assets (corpus, tokenizer, models) built once.
+
+Creating the ~20 empty Delta tables costs 10-20 s per warehouse, and most tests start from
+a fresh one: the session fixture creates them once (with the product's own
+``Tables.ensure_all``) in a template warehouse, and ``make_config`` seeds each new
+warehouse with a copy (path-based Delta tables are relocatable folders).  The tables are
+still created and checked by the product code: ``Tables.ensure`` runs on every copy."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -18,8 +25,18 @@ os.environ.setdefault("EXTRACTION_AUDIT_PII_KEY", "test-only-key")
 from extraction_audit.config import AuditConfig, parse_config  # noqa: E402
 
 
-def make_config(tmp_path: Path, **sections) -> AuditConfig:
-    """A config whose tables live under ``tmp_path``; ``sections`` override config sections."""
+_TEMPLATE_WAREHOUSE: Path | None = None   # set once the session's template tables exist
+
+
+def seed_warehouse(warehouse: Path) -> None:
+    """Copy the template's empty tables into a warehouse folder that does not exist yet."""
+    if _TEMPLATE_WAREHOUSE is not None and not warehouse.exists():
+        shutil.copytree(_TEMPLATE_WAREHOUSE, warehouse)
+
+
+def make_config(tmp_path: Path, seed_tables: bool = True, **sections) -> AuditConfig:
+    """A config whose tables live under ``tmp_path``; ``sections`` override config sections.
+    ``seed_tables``: start the warehouse from the session's template of empty tables."""
     data = {
         "storage": {"warehouse": str(tmp_path / "warehouse"), "cache_dir": str(tmp_path / "cache")},
         "spark": {"master": "local[2]", "shuffle_partitions": 2},
@@ -33,6 +50,9 @@ def make_config(tmp_path: Path, **sections) -> AuditConfig:
             data[key] = value
     cfg = parse_config(data)
     cfg.base_dir = str(tmp_path)
+    warehouse = cfg.resolve(cfg.storage.warehouse)
+    if seed_tables and warehouse and not cfg.storage.database:
+        seed_warehouse(Path(warehouse))
     return cfg
 
 
@@ -40,9 +60,15 @@ def make_config(tmp_path: Path, **sections) -> AuditConfig:
 def spark(tmp_path_factory):
     from extraction_audit.spark import get_spark
 
+    from extraction_audit.tables import Tables
+
+    global _TEMPLATE_WAREHOUSE
     base = tmp_path_factory.mktemp("spark")
     cfg = make_config(base)
     session = get_spark(cfg)
+    template = make_config(tmp_path_factory.mktemp("template"), seed_tables=False)
+    Tables(session, template).ensure_all()
+    _TEMPLATE_WAREHOUSE = Path(template.storage.warehouse)
     yield session
     session.stop()
 
@@ -61,8 +87,24 @@ def demo_assets(tmp_path_factory):
     from extraction_audit.synthetic import ensure_demo_assets
 
     cache = os.environ.get("EXTRACTION_AUDIT_TEST_CACHE")
-    root = Path(cache) if cache else tmp_path_factory.mktemp("demo-assets")
+    if cache:
+        root = Path(cache)
+    elif os.environ.get("PYTEST_XDIST_WORKER"):
+        # One build for all workers of this pytest run (the builder locks against the others).
+        root = tmp_path_factory.getbasetemp().parent / "demo-assets"
+    else:
+        root = tmp_path_factory.mktemp("demo-assets")
     return ensure_demo_assets(root)
+
+
+# Measured minutes per module on 2 cores (longest first): the parallel workers (``-n 2
+# --dist loadfile``) start the long end-to-end modules first instead of ending on one of them.
+_MODULE_MINUTES = {"test_audit_faults": 12, "test_runner_production": 9, "test_demo": 5, "test_match": 5,
+                   "test_pii_demo": 3, "test_generate_resume": 3}
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: -_MODULE_MINUTES.get(item.module.__name__.rpartition(".")[2], 0))
 
 
 def build_word_tokenizer(path: Path, vocab: int = 64) -> Path:

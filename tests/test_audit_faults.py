@@ -41,7 +41,7 @@ def audit_setup(spark, demo_assets, tmp_path_factory):
         "model": {"path": str(demo_assets.model_dir), "family": "tiny"},
         "corpus": {"id": "demo", "format": "jsonl", "path": str(demo_assets.corpus_dir)},
         "index": {"n": 20, "bucket_bits": 2},
-        "generation": {"budget_tokens": 1500, "batch_size": 8, "samples_per_task": 8, "chunk_samples": 8,
+        "generation": {"budget_tokens": 800, "batch_size": 8, "samples_per_task": 8, "chunk_samples": 8,
                        "seed": 7, "sampling": {"max_new_tokens": 48, "temperature": 1.0, "top_k": 40}},
         "steps": ["index", "generate", "match"],
     }

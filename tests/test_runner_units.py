@@ -87,3 +87,38 @@ def test_ordered_equals_a_global_sort_across_many_ranges(spark, tmp_path):
     # Without a scratch folder (local checkpoint) and without groups.
     plain = ordered(df, [F.col("sample_id").asc()], row_number="rn", parts=5).toPandas().sort_values("sample_id")
     assert (plain["rn"].to_numpy() == np.arange(1, n + 1)).all()
+
+
+def test_a_derived_step_claimed_by_two_processes_at_once_runs_once(spark, tmp_path):
+    """Two runners finishing the last input of a derived step at the same moment (the bundle
+    runs rank beside match and pii): exactly one claims it; a failed or stale step can be
+    claimed again, a running or done one cannot."""
+    import threading
+
+    from extraction_audit.runs import RunRecord
+    from extraction_audit.tables import Tables
+
+    tables = Tables(spark, make_config(tmp_path))
+    record = RunRecord(tables, "claim-run")
+    wins, errors = [], []
+
+    def claim():
+        try:
+            wins.append(RunRecord(tables, "claim-run").claim_step("calibrate"))
+        except Exception as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=claim) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert sorted(wins) == [False, True]
+    assert record.steps()["calibrate"]["attempt"] == 1
+    assert record.claim_step("calibrate") is False          # running elsewhere
+    record.step_finished("calibrate", "failed", 1.0, 1, error="boom")
+    assert record.claim_step("calibrate") is True           # a failed step is claimed again
+    assert record.steps()["calibrate"]["attempt"] == 2
+    record.step_finished("calibrate", "done", 1.0, 1, stats={})
+    assert record.claim_step("calibrate") is False          # done

@@ -97,14 +97,15 @@ class Runner:
         return results
 
     # ------------------------------------------------------------------ one step
-    def _execute(self, record: RunRecord, stage, options: dict) -> dict:
+    def _execute(self, record: RunRecord, stage, options: dict, claimed: bool = False) -> dict:
         run_id = record.run_id
         run = record.get() or {}
         scratch = step_scratch(self.cfg, run_id, stage.name)
         ctx = StageContext(self.spark, self.cfg, self.tables, run_id, run, scratch, options)
         fields = stage.begin(ctx) if stage.begin else {}
         delete_path(self.spark, scratch)  # a killed attempt's leftovers
-        record.step_started(stage.name)
+        if not claimed:
+            record.step_started(stage.name)
         running = {**fields, "status": f"running:{stage.name}", "finished_at": None}
         record.update(**running)
         ctx.run = {**run, **running}
@@ -189,7 +190,13 @@ class Runner:
             if not ready:
                 return results
             step = ready[0]
-            results[step] = self._execute(record, get_stage(step), options)
+            if not record.claim_step(step):
+                # Another process (the bundle runs rank beside match and pii) finished the
+                # last input at the same moment and runs this step.
+                log.info("run %s: step %s is run by another process", record.run_id, step)
+                exclude = [*exclude, step]
+                continue
+            results[step] = self._execute(record, get_stage(step), options, claimed=True)
 
     # ------------------------------------------------------------------ status
     def _refresh_status(self, record: RunRecord, extra: dict | None = None, run: dict | None = None,

@@ -105,6 +105,18 @@ class RunRecord:
             fields["stats"] = json.dumps(stats, default=str, sort_keys=True)
         self._merge_step(step, fields)
 
+    def claim_step(self, step: str) -> bool:
+        """Mark ``step`` running unless another process is running it or has done it; True
+        when this process won.  The MERGE's condition is evaluated inside Delta's optimistic
+        transaction: of two processes claiming at once, one commits and the other's retry
+        finds the row running, so it changes nothing and reads back another attempt_id."""
+        token = uuid.uuid4().hex
+        fields = {"status": "running", "started_at": now(), "finished_at": None, "seconds": None,
+                  "spark_jobs": None, "error": None, "attempt_id": token}
+        self._merge_step(step, fields, started=True, only_if="t.status NOT IN ('running', 'done')")
+        latest = self.steps().get(step) or {}
+        return latest.get("attempt_id") == token
+
     def mark_stale(self, steps: Iterable[str]) -> None:
         """Steps whose inputs were redone: they run again before the run can be complete."""
         from pyspark.sql import functions as F
@@ -114,7 +126,8 @@ class RunRecord:
             self.tables.update("run_steps", (F.col("run_id") == self.run_id) & F.col("step").isin(steps)
                                & (F.col("status") == "done"), {"status": F.lit("stale")})
 
-    def _merge_step(self, step: str, fields: dict[str, Any], started: bool = False) -> None:
+    def _merge_step(self, step: str, fields: dict[str, Any], started: bool = False,
+                    only_if: str | None = None) -> None:
         row = {"run_id": self.run_id, "step": step, "attempt": 1, **fields}
         df = self.tables.spark.createDataFrame([row], schema=RUN_STEPS.schema).select(
             "run_id", "step", *fields.keys(), "attempt")
@@ -127,7 +140,7 @@ class RunRecord:
         def run() -> None:
             (tables.delta("run_steps").alias("t")
              .merge(df.alias("s"), "t.run_id = s.run_id AND t.step = s.step")
-             .whenMatchedUpdate(set=sets)
+             .whenMatchedUpdate(condition=only_if, set=sets)
              .whenNotMatchedInsert(values={c: f"s.`{c}`" for c in df.columns})
              .execute())
 

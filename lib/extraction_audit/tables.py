@@ -196,6 +196,8 @@ RUN_STEPS = _table(TableSpec(
         ("spark_jobs", "INT", "Spark jobs the latest attempt ran (driver job group)"),
         ("stats", "STRING", "The step's statistics as JSON (counts in, out, skipped by reason)"),
         ("error", "STRING", "Error of the latest failed attempt"),
+        ("attempt_id", "STRING", "Id of the process attempt that claimed the latest attempt (derived steps are "
+                                 "claimed atomically, so two processes never run the same one)"),
     ),
     key=("run_id", "step"),
 ))

@@ -53,23 +53,33 @@ def score(snippets: Iterable[dict], detect: Callable[[str], Iterable[tuple[str, 
     """Per-type counts; ``detect(text)`` yields ``(entity_type, start, end)``.  When ``errors``
     is a list, each false positive and miss is appended to it (for tuning on dev)."""
     scores = {t: TypeScore() for t in ENTITY_TYPES}
+
+    def overlaps(span, others) -> bool:
+        t, s, e = span
+        return any(ot == t and s < oe and os_ < e for ot, os_, oe in others)
+
+    def note(kind: str, snippet: dict, span) -> None:
+        if errors is not None:
+            t, s, e = span
+            text = snippet["text"]
+            errors.append({"kind": kind, "type": t, "id": snippet["id"], "surface": text[s:e],
+                           "context": text[max(0, s - 40):e + 20]})
+
     for snippet in snippets:
         gold = [(s["type"], s["start"], s["end"]) for s in snippet["spans"]]
         found = [d for d in detect(snippet["text"]) if d[0] in scores]
-        for t, s, e in found:
-            hit = any(gt == t and s < ge and gs < e for gt, gs, ge in gold)
-            scores[t].detections += 1
-            scores[t].true_detections += hit
-            if not hit and errors is not None:
-                errors.append({"kind": "false_positive", "type": t, "id": snippet["id"], "surface": snippet["text"][s:e],
-                               "context": snippet["text"][max(0, s - 40):e + 20]})
-        for t, s, e in gold:
-            hit = any(dt == t and ds < e and s < de for dt, ds, de in found)
-            scores[t].gold += 1
-            scores[t].found += hit
-            if not hit and errors is not None:
-                errors.append({"kind": "missed", "type": t, "id": snippet["id"], "surface": snippet["text"][s:e],
-                               "context": snippet["text"][max(0, s - 40):e + 20]})
+        for span in found:
+            hit = overlaps(span, gold)
+            scores[span[0]].detections += 1
+            scores[span[0]].true_detections += hit
+            if not hit:
+                note("false_positive", snippet, span)
+        for span in gold:
+            hit = overlaps(span, found)
+            scores[span[0]].gold += 1
+            scores[span[0]].found += hit
+            if not hit:
+                note("missed", snippet, span)
     return scores
 
 

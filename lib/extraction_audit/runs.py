@@ -95,7 +95,7 @@ class RunRecord:
     def step_started(self, step: str) -> None:
         """Mark ``step`` running; a retry increments ``attempt`` on the same row."""
         self._merge_step(step, {"status": "running", "started_at": now(), "finished_at": None, "seconds": None,
-                                "spark_jobs": None, "error": None}, started=True)
+                                "spark_jobs": None, "error": None, "attempt_id": uuid.uuid4().hex}, started=True)
 
     def step_finished(self, step: str, status: str, seconds: float, spark_jobs: int | None,
                       stats: dict | None = None, error: str | None = None) -> None:

@@ -83,21 +83,31 @@ class Runner:
         if options.get("control_run_id") and run.get("control_run_id") != options["control_run_id"]:
             record.update(control_run_id=options["control_run_id"])
             run = record.get()
+        state = record.steps()
         results: dict[str, dict] = {}
-        for stage in stages:
-            state = record.steps()
-            if skip_done and state.get(stage.name, {}).get("status") == "done":
-                log.info("run %s: step %s already done, skipped", run_id, stage.name)
-                continue
-            self._require_inputs(run, stage, state)
-            results[stage.name] = self._execute(record, stage, options)
-            run = record.get()
-            results.update(self._run_ready_derived(record, options, exclude=steps))
-        self._refresh_status(record)
+        # Columns a finished step defines (generated tokens) and its status change are
+        # written with the next step's start, one ``runs`` write per step; the last ones
+        # when the loop ends, however it ends.
+        pending: dict[str, Any] = {}
+        try:
+            for stage in stages:
+                if skip_done and state.get(stage.name, {}).get("status") == "done":
+                    log.info("run %s: step %s already done, skipped", run_id, stage.name)
+                    continue
+                self._require_inputs(run, stage, state)
+                results[stage.name], state, pending = self._execute(record, stage, options, state, pending)
+                run = record.get()
+                derived, state, pending = self._run_ready_derived(record, options, steps, state, pending)
+                results.update(derived)
+        finally:
+            self._refresh_status(record, extra=pending)
         return results
 
     # ------------------------------------------------------------------ one step
-    def _execute(self, record: RunRecord, stage, options: dict, claimed: bool = False) -> dict:
+    def _execute(self, record: RunRecord, stage, options: dict, state: dict, pending: dict,
+                 claimed: bool = False) -> tuple[dict, dict, dict]:
+        """Run one step; returns its statistics, the run's steps as read after it finished,
+        and the ``runs`` columns still to write."""
         run_id = record.run_id
         run = record.get() or {}
         scratch = step_scratch(self.cfg, run_id, stage.name)
@@ -106,9 +116,11 @@ class Runner:
         delete_path(self.spark, scratch)  # a killed attempt's leftovers
         if not claimed:
             record.step_started(stage.name)
-        running = {**fields, "status": f"running:{stage.name}", "finished_at": None}
-        record.update(**running)
-        ctx.run = {**run, **running}
+        state = {**state, stage.name: {**state.get(stage.name, {}), "status": "running", "started_at": now(),
+                                       "finished_at": None}}
+        self._write_status(record, state, {**pending, **fields})
+        pending.clear()
+        ctx.run = record.get() or {}
         log.info("run %s: step %s started", run_id, stage.name)
         started = time.monotonic()
         group = f"extraction-audit:{run_id}:{stage.name}:{uuid.uuid4().hex[:8]}"
@@ -118,7 +130,6 @@ class Runner:
             message = str(err) if isinstance(err, UserFacingError) else f"{type(err).__name__}: {err}"
             record.step_finished(stage.name, "failed", time.monotonic() - started, self._jobs(group),
                                  error=message)
-            self._refresh_status(record)
             raise
         artifacts = stats.pop("artifacts", None)
         if artifacts:
@@ -132,11 +143,9 @@ class Runner:
             if stale:
                 record.mark_stale(stale)
                 state = record.steps()
-        self._refresh_status(record, extra=stage.finish(stats) if stage.finish else None,
-                             run=ctx.run, state=state)
         log.info("run %s: step %s done in %.1f s (%s Spark jobs)", run_id, stage.name,
                  time.monotonic() - started, jobs)
-        return stats
+        return stats, state, dict(stage.finish(stats)) if stage.finish else {}
 
     def _timed(self, stage, ctx: StageContext, group: str) -> tuple[dict, int | None]:
         sc = _spark_context(self.spark)
@@ -178,17 +187,16 @@ class Runner:
             frontier = nxt
         return out
 
-    def _run_ready_derived(self, record: RunRecord, options: dict, exclude) -> dict[str, dict]:
+    def _run_ready_derived(self, record: RunRecord, options: dict, exclude, state: dict,
+                           pending: dict) -> tuple[dict[str, dict], dict, dict]:
         results: dict[str, dict] = {}
         while True:
-            run = record.get() or {}
-            plan = list(run.get("steps_planned") or [])
-            state = record.steps()
+            plan = list((record.get() or {}).get("steps_planned") or [])
             ready = [s for s in plan if get_stage(s).derived and s not in exclude
                      and state.get(s, {}).get("status") != "done"
                      and all(state.get(d, {}).get("status") == "done" for d in get_stage(s).depends_on if d in plan)]
             if not ready:
-                return results
+                return results, state, pending
             step = ready[0]
             if not record.claim_step(step):
                 # Another process (the bundle runs rank beside match and pii) finished the
@@ -196,23 +204,29 @@ class Runner:
                 log.info("run %s: step %s is run by another process", record.run_id, step)
                 exclude = [*exclude, step]
                 continue
-            results[step] = self._execute(record, get_stage(step), options, claimed=True)
+            results[step], state, pending = self._execute(record, get_stage(step), options, state, pending,
+                                                          claimed=True)
 
     # ------------------------------------------------------------------ status
-    def _refresh_status(self, record: RunRecord, extra: dict | None = None, run: dict | None = None,
-                        state: dict | None = None) -> None:
-        """Derive the run's status from run_steps and write it (with ``extra`` columns) when it
-        changed; re-check, since a process running another step may have recorded a transition
-        in between."""
-        run = run if run is not None else (record.get() or {})
-        state = state if state is not None else record.steps()
+    def _write_status(self, record: RunRecord, state: dict, extra: dict | None = None) -> dict:
+        """Write the status derived from ``state`` (with ``extra`` columns) when it changed."""
+        run = record.get() or {}
+        fields = {**derive_run_fields(list(run.get("steps_planned") or []), state, run), **(extra or {})}
+        changed = {k: v for k, v in fields.items() if not _same(run.get(k), v)}
+        if changed:
+            record.update(**changed)
+        return changed
+
+    def _refresh_status(self, record: RunRecord, extra: dict | None = None) -> None:
+        """Derive the run's status from run_steps as stored and write it when it changed;
+        re-check, since a process running another step may have recorded a transition in
+        between (each process's last refresh sees every transition before it)."""
+        state = record.steps()
         extra = dict(extra or {})
         for _ in range(3):
-            fields = {**derive_run_fields(list(run.get("steps_planned") or []), state, run), **extra}
-            if all(_same(run.get(k), v) for k, v in fields.items()):
+            if not self._write_status(record, state, extra):
                 return
-            record.update(**fields)
-            run, extra = {**run, **fields}, {}
+            extra = {}
             latest = record.steps()
             if latest == state:
                 return

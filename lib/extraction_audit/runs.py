@@ -47,18 +47,27 @@ def run_row_fields(cfg: AuditConfig) -> dict[str, Any]:
 
 
 class RunRecord:
-    """One run's row in ``runs`` and its rows in ``run_steps``."""
+    """One run's row in ``runs`` and its rows in ``run_steps``.
+
+    The ``runs`` row is read once and then kept as this process last wrote it: every read
+    of a Delta table costs a snapshot update and a job (seconds on a small machine), and
+    only this record's owner writes the columns it reads back.  ``run_steps`` is always read
+    fresh, since other processes write their own steps of the same run."""
 
     def __init__(self, tables: Tables, run_id: str):
         self.tables = tables
         self.run_id = validate_id(run_id)
+        self._run: dict[str, Any] | None = None
 
     # -- runs ----------------------------------------------------------------
-    def get(self) -> dict[str, Any] | None:
+    def get(self, refresh: bool = False) -> dict[str, Any] | None:
         from pyspark.sql import functions as F
 
+        if self._run is not None and not refresh:
+            return dict(self._run)
         rows = self.tables.read("runs").where(F.col("run_id") == self.run_id).limit(1).collect()
-        return rows[0].asDict(recursive=True) if rows else None
+        self._run = rows[0].asDict(recursive=True) if rows else None
+        return dict(self._run) if self._run is not None else None
 
     def exists(self) -> bool:
         return self.get() is not None
@@ -74,6 +83,7 @@ class RunRecord:
         row.update(fields)
         df = self.tables.spark.createDataFrame([row], schema=RUNS.schema)
         self.tables.merge("runs", df, update=False)
+        self._run = None  # another process may have created it first: read what is stored
 
     def update(self, **fields: Any) -> None:
         from pyspark.sql import functions as F
@@ -84,6 +94,8 @@ class RunRecord:
         spec = {k: (_string_array(v) if isinstance(v, (list, tuple)) else F.lit(v)).cast(types[k])
                 for k, v in fields.items()}
         self.tables.update("runs", F.col("run_id") == self.run_id, spec)
+        if self._run is not None:
+            self._run.update({k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()})
 
     # -- run_steps -----------------------------------------------------------
     def steps(self) -> dict[str, dict[str, Any]]:
@@ -103,7 +115,7 @@ class RunRecord:
                   "error": error[:4000] if error else None}
         if stats is not None:
             fields["stats"] = json.dumps(stats, default=str, sort_keys=True)
-        self._merge_step(step, fields)
+        self._update_step(step, fields)
 
     def claim_step(self, step: str) -> bool:
         """Mark ``step`` running unless another process is running it or has done it; True
@@ -125,6 +137,15 @@ class RunRecord:
         if steps:  # an update rewrites the table's file: only when something is stale
             self.tables.update("run_steps", (F.col("run_id") == self.run_id) & F.col("step").isin(steps)
                                & (F.col("status") == "done"), {"status": F.lit("stale")})
+
+    def _update_step(self, step: str, fields: dict[str, Any]) -> None:
+        """Update the row the step's start (``step_started`` / ``claim_step``) inserted: a
+        keyed UPDATE, half the Spark jobs of a MERGE."""
+        from pyspark.sql import functions as F
+
+        types = {c: t for c, t, _ in RUN_STEPS.columns}
+        key = (F.col("run_id") == self.run_id) & (F.col("step") == step)
+        self.tables.update("run_steps", key, {k: F.lit(v).cast(types[k]) for k, v in fields.items()})
 
     def _merge_step(self, step: str, fields: dict[str, Any], started: bool = False,
                     only_if: str | None = None) -> None:

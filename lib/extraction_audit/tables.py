@@ -640,13 +640,28 @@ class Tables:
             return self.spark.catalog.tableExists(f"{self.database}.{name}")
         return DeltaTable.isDeltaTable(self.spark, self.location(name))
 
-    def register_views(self) -> None:
-        """Local mode: temporary views named like the tables, so SQL reads the same everywhere."""
+    def register_views(self) -> list[str]:
+        """Make every table and view the README names readable by its plain name: local mode,
+        temporary views over the Delta folders; catalog mode, ``USE database``.  Both get
+        ``pii_findings_redacted`` (the view to share).  Returns the names registered."""
+        from .pii.findings import create_redacted_views
+
         if self.database:
-            return
-        for name in TABLES:
-            if self.exists(name):
-                self.spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS SELECT * FROM {self.ref(name)}")
+            self.spark.sql(f"USE `{self.database}`")
+            names = [n for n in TABLES if self.exists(n)]
+        else:
+            names = []
+            for name in TABLES:
+                if self.exists(name):
+                    self.spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS SELECT * FROM {self.ref(name)}")
+                else:  # not written yet: an empty view with the table's schema, nothing created on disk
+                    self.spark.createDataFrame([], TABLES[name].schema).createOrReplaceTempView(name)
+                names.append(name)
+            if not self.exists("pii_findings"):
+                self.spark.createDataFrame([], TABLES["pii_findings"].schema).drop("value") \
+                    .createOrReplaceTempView("pii_findings_redacted")
+                return [*names, "pii_findings_redacted"]
+        return names + create_redacted_views(self)
 
     # -- reads ---------------------------------------------------------------
     def read(self, name: str):

@@ -281,13 +281,13 @@ def render(data, figures: dict[str, bytes | None]) -> str:
               f"<h2 id='stitched'>Stitched passages {_q('STITCHED_PASSAGES')}</h2>",
               "<p>Runs of covered tokens that no single document holds (windows of different documents joined): "
               "listed here, flagged, never counted as rare findings.</p>",
-              _table(data.tables["STITCHED_PASSAGES"], passage_cols),
+              _table(data.tables.get("STITCHED_PASSAGES"), passage_cols),
               f"<h2 id='documents'>Source documents {_q('SOURCE_DOCUMENTS')}</h2>",
               "<p>Overlapping passages of one document merged into regions: how much of each training document "
               "the run reproduced, by how many samples, and which personal-data types of that document the "
               "samples emitted (table <code>extracted_documents</code>; regions in "
               "<code>extracted_regions</code>).</p>",
-              _table(data.tables["SOURCE_DOCUMENTS"], [
+              _table(data.tables.get("SOURCE_DOCUMENTS"), [
                   ("doc_id", "document", ""), ("source", "source", ""), ("regions", "regions", "num"),
                   ("rare_regions", "rare regions", "num"), ("tokens_extracted", "tokens extracted", "num"),
                   ("share_of_document", "share of document", "share"), ("n_passages", "passages", "num"),

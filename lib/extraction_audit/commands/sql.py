@@ -38,10 +38,12 @@ def run(args) -> int:
     if out is not None and not out.parent.is_dir():
         raise UserFacingError(f"--out: folder {out.parent} does not exist")
     cfg = load_cli_config(args)
-    tables = Tables(get_spark(cfg), cfg)
-    if not tables.database and not Path(str(tables.warehouse)).is_dir() and "://" not in str(tables.warehouse):
-        raise UserFacingError(f"no warehouse at {tables.warehouse} (set storage.warehouse, e.g. "
+    warehouse = cfg.resolve(cfg.storage.warehouse)
+    if not cfg.storage.database and "://" not in str(warehouse) and not Path(str(warehouse)).is_dir():
+        # Checked before the session starts: a local session would create the folder.
+        raise UserFacingError(f"no warehouse at {warehouse} (set storage.warehouse, e.g. "
                               "--set storage.warehouse=./ea-data/warehouse, or run the demo first)")
+    tables = Tables(get_spark(cfg), cfg)
     tables.register_views()
     frame = run_sql(tables.spark, args.query, args.limit)
     if out is not None:

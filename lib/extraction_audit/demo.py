@@ -98,6 +98,7 @@ def run_demo(spark=None, demo_dir: str = "./ea-data/demo", budget_tokens: int = 
 def summarise(spark, cfg: AuditConfig, run_id: str, control_run_id: str | None = None) -> dict:
     """The console summary's figures, from the report's named queries (``report/queries.py``),
     so the console, the report and the model card print the same numbers."""
+    from .report.bootstrap import z_value
     from .report.queries import run_query, use_tables
     from .tables import Tables
 
@@ -106,7 +107,7 @@ def summarise(spark, cfg: AuditConfig, run_id: str, control_run_id: str | None =
     rare = cfg.match.rare_doc_count
     growth = run_query(spark, "GROWTH_CURVE", run_ids=runs)
     headline = run_query(spark, "HEADLINE", run_ids=runs, rare_doc_count=rare)
-    top = dict(run_id=run_id, redact=False, limit=5)
+    top = dict(run_id=run_id, redact=False, limit=5, z=z_value(cfg.report.confidence))
     records = lambda frame: frame.to_dict(orient="records")  # noqa: E731
     return {
         "run_id": run_id, "control_run_id": control_run_id,

@@ -208,8 +208,8 @@ def render(data, figures: dict[str, bytes | None]) -> str:
             cols = [("budget_tokens", "budget", "num")]
             for metric, label in METRICS.items():
                 kind = "share" if metric == "share_extracted" else "num"
-                cols += [(f"{metric}_a", f"{label}: {comp.run_id}", kind),
-                         (f"{metric}_b", f"{label}: {comp.other_run_id}", kind),
+                cols += [(f"{metric}_a", f"{label}: {data.labels.get(comp.run_id, comp.run_id)}", kind),
+                         (f"{metric}_b", f"{label}: {data.labels.get(comp.other_run_id, comp.other_run_id)}", kind),
                          (f"{metric}_diff_ci", f"difference {conf} CI", "")]
             parts.append(_table(aligned, cols))
 

@@ -98,19 +98,10 @@ def compute_run_metrics(spark, cfg: AuditConfig, run_id: str, tables: Tables, ru
     rows = union.toPandas()
     table = _cumulative(rows, points)
 
-    n = _match_n(tables, run)
-    rw = materialise(region_windows(windows, occ, rare), f"{scratch}/region_windows") if scratch else \
-        region_windows(windows, occ, rare).cache()
-    at = regions_per_checkpoint(rw, n, len(points)).toPandas().set_index("cp")
+    counts = _write_regions(spark, tables, run, run_id, windows, occ, rare, len(points), scratch,
+                            any_passage=int(table["distinct_passages"].iloc[-1]) > 0)
     for c in REGION_COUNT_COLUMNS:
-        table[c] = [int(at[c].get(i, 0)) if len(at) else 0 for i in range(len(points))]
-    regions = whole_run_regions(rw, n)
-    tables.replace_run("extracted_regions", regions.withColumn("run_id", F.lit(run_id)), run_id)
-    tables.replace_run("extracted_documents",
-                       document_rollup(tables, tables.read("extracted_regions").where(F.col("run_id") == run_id),
-                                       rw, run_id, run.get("corpus_id")), run_id)
-    if not scratch:
-        rw.unpersist()
+        table[c] = [int(counts[c].get(i, 0)) if len(counts) else 0 for i in range(len(points))]
 
     table["run_id"] = run_id
     table["is_whole_run"] = table["budget_tokens"] == whole
@@ -119,6 +110,32 @@ def compute_run_metrics(spark, cfg: AuditConfig, run_id: str, tables: Tables, ru
     metrics = spark.createDataFrame(table)
     tables.replace_run("run_metrics", metrics, run_id)
     return table.sort_values("budget_tokens").to_dict(orient="records")
+
+
+def _write_regions(spark, tables: Tables, run: dict, run_id: str, windows, occ, rare: int, checkpoints: int,
+                   scratch: str | None, any_passage: bool) -> pd.DataFrame:
+    """Write ``extracted_regions`` and ``extracted_documents`` and return the per-checkpoint
+    region counts (indexed by checkpoint).  A run without counted passages has no regions:
+    its (empty) slices are written without computing anything."""
+    from pyspark.sql import functions as F
+
+    from .tables import TABLES
+
+    if not any_passage:
+        for name in ("extracted_regions", "extracted_documents"):
+            tables.replace_run(name, spark.createDataFrame([], TABLES[name].schema), run_id)
+        return pd.DataFrame(columns=list(REGION_COUNT_COLUMNS))
+    n = _match_n(tables, run)
+    rw = (materialise(region_windows(windows, occ, rare), f"{scratch}/region_windows") if scratch
+          else region_windows(windows, occ, rare).cache())
+    counts = regions_per_checkpoint(rw, n, checkpoints).toPandas().set_index("cp")
+    tables.replace_run("extracted_regions", whole_run_regions(rw, n).withColumn("run_id", F.lit(run_id)), run_id)
+    tables.replace_run("extracted_documents",
+                       document_rollup(tables, tables.read("extracted_regions").where(F.col("run_id") == run_id),
+                                       rw, run_id, run.get("corpus_id")), run_id)
+    if not scratch:
+        rw.unpersist()
+    return counts
 
 
 def _match_n(tables: Tables, run: dict) -> int:

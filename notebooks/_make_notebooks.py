@@ -24,28 +24,24 @@ HERE = Path(__file__).resolve().parent
 
 SETUP = '''\
 # Setup: a Spark session and the findings tables as SQL views named like the tables.
-# Locally: EXTRACTION_AUDIT_CONFIG names the YAML config (default: the built-in local one) and
-# EXTRACTION_AUDIT_WAREHOUSE overrides storage.warehouse.  On Databricks the cluster's session
-# is reused and storage.database is selected with USE.
+# The project's warehouse is found from wherever this notebook runs (project root, notebooks/,
+# any folder below the project); EXTRACTION_AUDIT_WAREHOUSE names it explicitly and
+# EXTRACTION_AUDIT_CONFIG names the YAML config (default: the built-in local one).  On
+# Databricks (storage.database set) the cluster's session is reused with USE <database>.
+# Nothing is ever created: no tables found is an error, not an empty report.
 import os
 
-from extraction_audit.config import load_config
+from extraction_audit.notebook import open_findings
 from extraction_audit.pii.mask import mask_frame  # personal values in shown text, unless storage.allow_raw_pii
-from extraction_audit.report.queries import bind, use_tables
-from extraction_audit.spark import get_spark
+from extraction_audit.report.queries import bind
 
-overrides = {}
-if os.environ.get("EXTRACTION_AUDIT_WAREHOUSE"):
-    overrides["storage.warehouse"] = os.environ["EXTRACTION_AUDIT_WAREHOUSE"]
-cfg = load_config(os.environ.get("EXTRACTION_AUDIT_CONFIG") or None, overrides)
-spark = get_spark(cfg)
-missing = use_tables(spark, cfg)
+cfg, spark, missing = open_findings()
 print("tables not written yet (empty views):", ", ".join(missing) or "none")'''
 
 PARAMETERS = '''\
 # Parameters: the run to look at (default: the latest run) and a run to compare with
 # (default: the run's control run, e.g. the base model).
-RUN_ID = os.environ.get("EA_RUN_ID") or None
+RUN_ID = os.environ.get("EA_RUN_ID") or None   # None: the latest run (said below)
 COMPARE_RUN_ID = os.environ.get("EA_COMPARE_RUN_ID") or None
 RARE_DOC_COUNT = cfg.match.rare_doc_count      # passages in 1..RARE_DOC_COUNT documents are privacy findings
 REDACT = cfg.report.redact_passages            # True: passage and document text are not shown
@@ -60,7 +56,12 @@ if RUN_ID is None:
 if COMPARE_RUN_ID is None:
     COMPARE_RUN_ID = spark.sql(bind("SELECT control_run_id FROM runs WHERE run_id = :run_id",
                                     {{"run_id": RUN_ID}})).first()[0]
-print("run:", RUN_ID, "| compared with:", COMPARE_RUN_ID)'''
+print("run:", RUN_ID, "| compared with:", COMPARE_RUN_ID)
+for row in spark.sql(bind("SELECT run_id, model_name, model, started_at, status, generated_tokens FROM runs "
+                          "WHERE array_contains(:run_ids, run_id) ORDER BY started_at, run_id",
+                          {{"run_ids": [r for r in (RUN_ID, COMPARE_RUN_ID) if r]}})).collect():
+    print(f"  {{row.run_id}}: model {{row.model_name or row.model}}, started {{row.started_at}}, {{row.status}}, "
+          f"{{row.generated_tokens}} generated tokens")'''
 
 
 def _sql_cell(name: str, call: str) -> str:
@@ -86,25 +87,29 @@ def build_notebooks() -> dict[str, nbformat.NotebookNode]:
     return {
         "01_growth_curve.ipynb": _notebook(
             "Growth curve",
-            "Distinct passages, distinct rare passages and the share of generated tokens extracted at each "
-            "budget checkpoint (`run_metrics`). The count keeps growing with the budget: report the budget "
-            "with any number, and compare runs on the curve, not at one budget.",
+            "Distinct passages, distinct source regions, distinct rare passages and the share of generated "
+            "tokens extracted at each budget checkpoint (`run_metrics`; the `scope` column marks the whole-run "
+            "row, which holds every sample and equals the report's headline). The count keeps growing with "
+            "the budget: report the budget with any number, and compare runs on the curve, not at one budget.",
             [
                 code(_sql_cell("GROWTH_CURVE", "run_ids = [r for r in (RUN_ID, COMPARE_RUN_ID) if r]\n"
                                                "growth = spark.sql(bind(GROWTH_CURVE, {\"run_ids\": run_ids}))"
                                                ".toPandas()\ngrowth")),
                 code("import matplotlib.pyplot as plt\n\n"
-                     "fig, axes = plt.subplots(1, 3, figsize=(14, 4))\n"
+                     "fig, axes = plt.subplots(1, 4, figsize=(16, 4.4), layout=\"constrained\")\n"
                      "for run_id, rows in growth.groupby(\"run_id\", sort=False):\n"
-                     "    for ax, metric in zip(axes, (\"distinct_passages\", \"distinct_rare_passages\", "
-                     "\"share_extracted\")):\n"
-                     "        ax.plot(rows[\"generated_tokens\"], rows[metric], marker=\"o\", label=run_id)\n"
+                     "    for ax, metric in zip(axes, (\"distinct_passages\", \"distinct_regions\", "
+                     "\"distinct_rare_passages\", \"share_extracted\")):\n"
+                     "        label = f\"{rows['model_name'].iloc[0] or 'run'} · …{run_id[-6:]}\"  # short; ids above\n"
+                     "        ax.plot(rows[\"generated_tokens\"], rows[metric], marker=\"o\", label=label)\n"
                      "        ax.set_xscale(\"log\")\n"
                      "        ax.set_title(metric)\n"
                      "        ax.set_xlabel(\"generated tokens (log)\")\n"
-                     "axes[0].legend()\n"
+                     "handles, names = axes[0].get_legend_handles_labels()\n"
+                     "fig.legend(handles, names, loc=\"outside lower center\")  # below the panels, not on the data\n"
                      "plt.show()"),
-                md("Whole-run numbers (low-entropy filler excluded):"),
+                md("Whole-run numbers (every sample; low-entropy filler and prompt copies excluded), the figures "
+                   "the report, the model card and the demo's console print:"),
                 code(_sql_cell("HEADLINE", "spark.sql(bind(HEADLINE, {\"run_ids\": run_ids, "
                                            "\"rare_doc_count\": RARE_DOC_COUNT})).toPandas().T")),
             ]),
@@ -148,6 +153,11 @@ def build_notebooks() -> dict[str, nbformat.NotebookNode]:
             [
                 code(_sql_cell("DOC_COUNT_HISTOGRAM", "spark.sql(bind(DOC_COUNT_HISTOGRAM, {\"run_id\": RUN_ID}))"
                                                       ".toPandas()")),
+                code(_sql_cell("SOURCE_DOCUMENTS", "spark.sql(bind(SOURCE_DOCUMENTS, {\"run_id\": RUN_ID, "
+                                                   "\"limit\": LIMIT})).toPandas()")),
+                code(_sql_cell("STITCHED_PASSAGES",
+                               "mask_frame(cfg, spark.sql(bind(STITCHED_PASSAGES, {\"run_id\": RUN_ID, "
+                               "\"redact\": REDACT, \"limit\": LIMIT, \"z\": Z})).toPandas(), [\"text\"])")),
                 code(_sql_cell("RARE_PASSAGES_WITH_DOCUMENTS",
                                "mask_frame(cfg, spark.sql(bind(RARE_PASSAGES_WITH_DOCUMENTS, {\"run_id\": RUN_ID, "
                                "\"rare_doc_count\": RARE_DOC_COUNT, \"redact\": REDACT, \"limit\": LIMIT}))"

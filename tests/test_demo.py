@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import json
+import re
+
 import pytest
 from pyspark.sql import functions as F
 
 from conftest import make_config
-from extraction_audit.demo import run_demo
+from extraction_audit.cli import main
+from extraction_audit.demo import HEADLINE_LINES, run_demo
+from extraction_audit.report import fmt
 from extraction_audit.tables import Tables
 
 pytestmark = pytest.mark.slow
@@ -27,7 +32,8 @@ def test_demo_audits_target_and_control_and_writes_the_report(spark, demo_assets
     assert runs[summary["run_id"]].control_run_id == summary["control_run_id"]
 
     target = summary["metrics"][summary["run_id"]]
-    assert [m["budget_tokens"] for m in target] == [30, 100, 300, 1000, 3000]
+    assert [m["budget_tokens"] for m in target if not m["is_whole_run"]][:5] == [30, 100, 300, 1000, 3000]
+    assert target[-1]["is_whole_run"] and target[-1]["scope"] == "whole run"
     assert target[-1]["generated_tokens"] >= 3000 * 0.9
     # The tiny model memorised its planted rare passages: the audit must find some of them,
     # with exact document counts of one or two.
@@ -39,3 +45,49 @@ def test_demo_audits_target_and_control_and_writes_the_report(spark, demo_assets
 
     html = Path(summary["report"]["html"])
     assert html.is_file() and summary["control_run_id"] in html.read_text(encoding="utf-8")
+
+    # One set of numbers: the console's whole-run block, report.json's headline and the model
+    # card's results table print the same figures (parsed from each, compared as printed).
+    report = json.loads(Path(summary["report"]["json"]).read_text(encoding="utf-8"))
+    headline = report["runs"][summary["run_id"]]["headline"]
+    card = Path(summary["report"]["markdown"]).read_text(encoding="utf-8")
+    assert str(html.parent) in out and summary["report"]["markdown"] in out  # where report and card are
+    console = out[out.index(f"target  run {summary['run_id']}"):]
+    card_rows = {m.group(1).strip(): m.group(2).split(" (")[0].strip()
+                 for m in re.finditer(r"^\| ([^|]+) \| ([^|]+) \|$", card, re.M)}
+    in_card = {"share_extracted": "Share of generated tokens extracted",
+               "distinct_passages": "Distinct extracted passages",
+               "distinct_rare_passages": "Distinct rare passages (1–2 documents)",
+               "distinct_regions": "Distinct source regions (overlapping passages of one document merged)",
+               "corpus_tokens_extracted": "Corpus tokens extracted (union of matched corpus spans)"}
+    for label, col, share in HEADLINE_LINES:
+        printed = re.search(rf"^    {re.escape(label)}\s+(\S+)$", console, re.M).group(1)
+        assert printed == fmt.number(headline[col], share), col
+        if col in in_card:
+            assert card_rows[in_card[col]] == printed, col
+    whole = target[-1]
+    assert (whole["distinct_passages"], whole["distinct_rare_passages"], whole["distinct_regions"],
+            whole["corpus_tokens_extracted"]) == (headline["distinct_passages"], headline["distinct_rare_passages"],
+                                                  headline["distinct_regions"], headline["corpus_tokens_extracted"])
+    assert headline["distinct_regions"] <= headline["distinct_passages"]
+    assert "Figures are for the whole run" in card
+    # Stitched passages are never listed as rare findings.
+    assert all(p["doc_count"] >= 1 for p in summary["top_rare_passages"])
+
+    # Analyst access: every table and view the README names answers after register_views(),
+    # and the sql subcommand answers a query with the demo's config file.
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Tables"):readme.index("## Design notes")]
+    named = {n for row in re.findall(r"^\| (`[^|]+) \|", section, re.M) for n in re.findall(r"`(\w+)`", row)}
+    named |= set(re.findall(r"`(\w+_redacted)`", readme))
+    assert {"extracted_regions", "extracted_documents", "pii_findings_redacted"} <= named
+    registered = tables.register_views()
+    for name in sorted(named):
+        assert name in registered, name
+        spark.sql(f"SELECT * FROM {name} LIMIT 1").collect()
+    assert main(["sql", "--config", summary["config_path"], "--csv",
+                 "SELECT doc_id, regions, tokens_extracted FROM extracted_documents "
+                 f"WHERE run_id = '{summary['run_id']}' ORDER BY tokens_extracted DESC, doc_id"]) == 0
+    csv = capsys.readouterr().out.strip().splitlines()
+    assert csv[0] == "doc_id,regions,tokens_extracted" and len(csv) - 1 == len(
+        tables.read("extracted_documents").where(F.col("run_id") == summary["run_id"]).collect())

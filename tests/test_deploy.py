@@ -109,3 +109,13 @@ def test_bad_configs_give_one_clear_error(tmp_path, bad, message):
     path.write_text(bad)
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(path)
+
+
+def test_set_errors_name_the_override_not_the_config_file(capsys):
+    from extraction_audit.cli import main
+
+    assert main(["sql", "--set", "generation.budget_tokenz=5", "SELECT 1"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid --set override generation.budget_tokenz" in err and "(from --set generation.budget_tokenz=5)" in err
+    assert main(["sql", "--set", "generation.budget_tokens=lots", "SELECT 1"]) == 2
+    assert "--set generation.budget_tokens='lots'" in capsys.readouterr().err

@@ -58,6 +58,23 @@ def oracle(samples: dict[int, list[int]], docs: dict[str, list[int]], n: int):
     return occ_rows, passage_rows
 
 
+def region_oracle(samples: dict[int, list[int]], docs: dict[str, list[int]], n: int) -> list[tuple[str, int, int]]:
+    """Source regions straight from the definition (corpora whose windows each sit at one
+    place): every matching sample window marks its corpus span; marked runs per document."""
+    where = {tuple(t[i:i + n]): (d, i) for d, t in docs.items() for i in range(len(t) - n + 1)}
+    marked = {d: np.zeros(len(t), dtype=bool) for d, t in docs.items()}
+    for g in samples.values():
+        for i in range(len(g) - n + 1):
+            if tuple(g[i:i + n]) in where:
+                d, o = where[tuple(g[i:i + n])]
+                marked[d][o:o + n] = True
+    regions = []
+    for d, m in sorted(marked.items()):
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], m.astype(int), [0]])))
+        regions += [(d, int(s), int(e)) for s, e in zip(edges[::2], edges[1::2])]
+    return regions
+
+
 # ----------------------------------------------------------------------------- fixtures
 def setup_corpus(spark, tmp_path, tokenizer, docs: dict[str, list[int]], **index):
     corpus = tmp_path / "corpus"
@@ -253,6 +270,21 @@ def test_metrics_at_budget_checkpoints(spark, tmp_path, word_tokenizer):
     assert [r.n_samples for r in rows] == [0, 2, 20]
     assert [r.distinct_passages for r in rows] == [0, 1, 10]
     assert rows[-1].extracted_tokens == 50
+    # Ten overlapping fragments of one document are ten passages but one source region.
+    assert [r.is_whole_run for r in rows] == [False, False, True]
+    for row, upto in zip(rows, (0, 2, 20)):
+        expected = region_oracle({s: t for s, t in samples.items() if s < upto}, docs, N)
+        assert row.distinct_regions == len(expected)
+        assert row.distinct_rare_regions == len(expected)
+        assert row.corpus_tokens_extracted == sum(e - s for _, s, e in expected)
+    assert [(r.distinct_regions, r.corpus_tokens_extracted) for r in rows] == [(0, 0), (1, 5), (1, 23)]
+    tables = Tables(spark, cfg)
+    regions = [(r.doc_id, r.region_start, r.region_end, r.n_passages, r.n_samples, r.is_rare)
+               for r in tables.read("extracted_regions").where(F.col("run_id") == "cp").collect()]
+    assert regions == [("a", 0, 23, 10, 10, True)]
+    doc = tables.read("extracted_documents").where(F.col("run_id") == "cp").collect()
+    assert [(d.doc_id, d.regions, d.tokens_extracted, d.doc_tokens, d.n_samples) for d in doc] == \
+        [("a", 1, 23, 40, 10)]
 
 
 def test_first_seen_run_tracks_passages_across_runs(spark, tmp_path, word_tokenizer):

@@ -37,7 +37,7 @@ def test_notebooks_are_up_to_date_with_the_report_queries():
         assert [c.source for c in on_disk.cells] == [c.source for c in nb.cells], (
             f"{name} is stale: run python notebooks/_make_notebooks.py")
         code = "\n".join(c.source for c in on_disk.cells if c.cell_type == "code")
-        assert "spark.sql(" in code and "get_spark" in code
+        assert "spark.sql(" in code and "open_findings()" in code  # extraction_audit.notebook: get_spark + views
         for query in QUERIES.values():
             if f'{query.name} = """' in code:
                 assert f'{query.name} = """\n{query.sql}\n"""' in code
@@ -90,3 +90,22 @@ def test_notebooks_execute_against_small_tables(spark, tmp_path, tmp_path_factor
 
 if __name__ == "__main__":  # pragma: no cover
     pytest.main([__file__, "-q"])
+
+
+def test_notebooks_find_the_project_warehouse_from_any_folder_and_never_create_one(tmp_path):
+    from extraction_audit.errors import UserFacingError
+    from extraction_audit.notebook import find_warehouse
+
+    project = tmp_path / "project"
+    (project / "ea-data" / "warehouse" / "runs" / "_delta_log").mkdir(parents=True)
+    (project / "notebooks").mkdir()
+    expected = str((project / "ea-data" / "warehouse").resolve())
+    assert find_warehouse("./ea-data/warehouse", project) == expected
+    assert find_warehouse("./ea-data/warehouse", project / "notebooks") == expected
+    assert find_warehouse(expected, tmp_path) == expected
+    assert find_warehouse("dbfs:/audits/warehouse") == "dbfs:/audits/warehouse"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with pytest.raises(UserFacingError, match="EXTRACTION_AUDIT_WAREHOUSE"):
+        find_warehouse("./ea-data/warehouse", elsewhere)
+    assert not (elsewhere / "ea-data").exists()

@@ -63,3 +63,17 @@ def test_table_cells_render_lists_arrays_and_missing_values():
     out = html._table(frame, [("a", "A", ""), ("b", "B", ""), ("c", "C", "num"), ("d", "D", "share"),
                               ("e", "E", "passage")])
     assert "d1, d2" in out and "25.00%" in out and "&lt;x&gt;" in out and "<td class=\"num\">–</td>" in out
+
+
+def test_short_run_labels_capped_k_and_short_ids():
+    from extraction_audit.report import fmt
+    from extraction_audit.report.build import short_labels
+
+    labels = short_labels([
+        {"run_id": "demo-20261130T185545Z-ed5676", "model_name": "demo-tiny-gpt2", "started_at": "2026-11-30 18:55"},
+        {"run_id": "demo-20261130T190000Z-aa1122", "model_name": "demo-tiny-gpt2", "started_at": "2026-11-30 19:00"},
+        {"run_id": "ctl", "model": "/models/ckpt-early/", "started_at": None}])
+    assert labels["ctl"] == "ckpt-early"
+    assert labels["demo-20261130T185545Z-ed5676"] == "demo-tiny-gpt2 · 2026-11-30 · …ed5676"  # same model, same day
+    assert fmt.k_label(1000, 41) == "1,000 (capped to 41: all ranked samples)" and fmt.k_label(10, 10) == "10"
+    assert fmt.short_id("0123456789abcdef") == "0123456789"

@@ -323,25 +323,37 @@ class AuditConfig(Section):
             Path(path).expanduser())
 
     def to_json(self) -> str:
-        return self.model_dump_json()
+        """The config as recorded in ``runs.config_json``: never the PII key itself."""
+        return self.model_dump_json(exclude={"pii": {"hmac_key"}})
 
 
-def _format_errors(err: ValidationError, source: str) -> str:
-    lines = [f"invalid configuration in {source}:"]
+def _format_errors(err: ValidationError, source: str, overrides: dict[str, Any] | None = None) -> str:
+    """One line per bad key; a key set by ``--set`` is blamed on that override, not on the file."""
+    overrides = overrides or {}
+    lines = []
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"]) or "(top level)"
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown key (check the spelling; see conf/local.yaml for every key)"
-        lines.append(f"  - {key}: {msg}")
-    return "\n".join(lines)
+        culprit = next((k for k in overrides if key == k or key.startswith(k + ".") or k.startswith(key + ".")),
+                       None)
+        where = f" (from --set {culprit}={overrides[culprit]!r})" if culprit is not None else ""
+        lines.append(f"  - {key}: {msg}{where}")
+    blamed = [k for k in overrides if any(f"--set {k}=" in line for line in lines)]
+    if blamed and all("(from --set" in line for line in lines):
+        head = f"invalid --set override{'s' if len(blamed) > 1 else ''} {', '.join(blamed)} (config {source}):"
+    else:
+        head = f"invalid configuration in {source}:"
+    return "\n".join([head, *lines])
 
 
-def parse_config(data: dict[str, Any] | None, source: str = "<dict>") -> AuditConfig:
+def parse_config(data: dict[str, Any] | None, source: str = "<dict>",
+                 overrides: dict[str, Any] | None = None) -> AuditConfig:
     try:
         return AuditConfig.model_validate(data or {})
     except ValidationError as err:
-        raise ConfigError(_format_errors(err, source)) from None
+        raise ConfigError(_format_errors(err, source, overrides)) from None
 
 
 def load_config(path: str | os.PathLike | None = None, overrides: dict[str, Any] | None = None) -> AuditConfig:
@@ -363,7 +375,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: dict[str, Any]
         raise ConfigError(f"{source}: the top level must be a mapping of sections, got {type(data).__name__}")
     for key, value in (overrides or {}).items():
         _set_dotted(data, key, value)
-    cfg = parse_config(data, source)
+    cfg = parse_config(data, source, overrides)
     cfg.base_dir = os.getcwd()
     return cfg
 
@@ -374,7 +386,7 @@ def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
     for part in parts[:-1]:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
-            raise ConfigError(f"cannot override {dotted}: {part} is not a section")
+            raise ConfigError(f"--set {dotted}: {part} is not a section")
     node[parts[-1]] = value
 
 

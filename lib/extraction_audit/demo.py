@@ -83,76 +83,142 @@ def run_demo(spark=None, demo_dir: str = "./ea-data/demo", budget_tokens: int = 
                        compare_run_ids=(control["run_id"],))
     summary = summarise(spark, cfg, target["run_id"], control["run_id"])
     summary["seconds"] = round(time.time() - t0, 1)
-    summary["report"] = (target["steps"].get("report") or {})
+    report = target["steps"].get("report") or {}
+    summary["report"] = {**report, **(report.get("result") or {})}  # html, markdown, json paths
     summary["calibration"] = (target["steps"].get("calibrate") or {}).get("calibration") or []
+    warehouse = Path(cfg.resolve(cfg.storage.warehouse))
+    summary["config_path"] = str(write_demo_config(cfg, warehouse.parent / "demo-config.yaml"))
+    key_file = Path(assets.root) / "pii-demo-key"
+    if key_file.is_file() and not os.environ.get(cfg.pii.hmac_key_env):
+        summary["pii_key_path"] = str(key_file)
     print(format_summary(summary, cfg))
     return summary
 
 
 def summarise(spark, cfg: AuditConfig, run_id: str, control_run_id: str | None = None) -> dict:
-    from pyspark.sql import functions as F
-
+    """The console summary's figures, from the report's named queries (``report/queries.py``),
+    so the console, the report and the model card print the same numbers."""
+    from .report.bootstrap import z_value
+    from .report.queries import run_query, use_tables
     from .tables import Tables
 
-    tables = Tables(spark, cfg)
+    use_tables(spark, cfg)
     runs = [r for r in (run_id, control_run_id) if r]
-    metrics = {r: [m.asDict() for m in tables.read("run_metrics").where(F.col("run_id") == r)
-                   .orderBy("budget_tokens").collect()] for r in runs}
-    rare = (tables.read("extracted_passages").where(F.col("run_id") == run_id)
-            .where(~F.col("is_low_entropy") & ~F.coalesce("is_prompt_copy", F.lit(False)))
-            .orderBy(F.col("doc_count").asc(), F.col("n_tokens").desc())
-            .select("passage_id", "n_tokens", "n_samples", "doc_count", "doc_count_is_exact", "example_doc_ids",
-                    "text").limit(5).collect())
-    pii = []
-    if tables.exists("pii_findings"):
-        pii = (tables.read("pii_findings").where(F.col("run_id") == run_id)
-               .groupBy("entity_type").agg(F.countDistinct("value_key").alias("values"),
-                                           F.countDistinct(F.when(F.col("in_corpus"), F.col("value_key")))
-                                           .alias("in_corpus"))
-               .orderBy("entity_type").collect())
+    rare = cfg.match.rare_doc_count
+    growth = run_query(spark, "GROWTH_CURVE", run_ids=runs)
+    headline = run_query(spark, "HEADLINE", run_ids=runs, rare_doc_count=rare)
+    top = dict(run_id=run_id, redact=False, limit=5, z=z_value(cfg.report.confidence))
+    records = lambda frame: frame.to_dict(orient="records")  # noqa: E731
     return {
-        "run_id": run_id, "control_run_id": control_run_id, "metrics": metrics,
-        "top_rare_passages": [r.asDict() for r in rare],
-        "pii": [r.asDict() for r in pii],
-        "warehouse": tables.warehouse,
+        "run_id": run_id, "control_run_id": control_run_id,
+        "metrics": {r: records(growth[growth["run_id"] == r]) for r in runs},
+        "headline": {h["run_id"]: h for h in records(headline)},
+        "top_rare_passages": records(run_query(spark, "TOP_RARE_PASSAGES", rare_doc_count=rare, **top)),
+        "stitched_passages": records(run_query(spark, "STITCHED_PASSAGES", **top)),
+        "source_documents": records(run_query(spark, "SOURCE_DOCUMENTS", run_id=run_id, limit=5)),
+        "pii": records(run_query(spark, "PII_BY_TYPE", run_id=run_id, rare_doc_count=rare)),
+        "warehouse": Tables(spark, cfg).warehouse,
     }
 
 
+#: (label, HEADLINE column, is a share): the whole-run figures, worded as in the report.
+HEADLINE_LINES = (
+    ("Samples", "samples", False),
+    ("Generated tokens", "generated_tokens", False),
+    ("Share of generated tokens extracted", "share_extracted", True),
+    ("Distinct extracted passages", "distinct_passages", False),
+    ("Distinct rare passages", "distinct_rare_passages", False),
+    ("Distinct source regions", "distinct_regions", False),
+    ("Source regions holding a rare passage", "distinct_rare_regions", False),
+    ("Corpus tokens extracted", "corpus_tokens_extracted", False),
+    ("Passages stitched across documents", "stitched_passages", False),
+    ("Distinct personal-data values tagged", "pii_found", False),
+    ("... of which found in the corpus", "pii_in_corpus", False),
+)
+
+
 def format_summary(summary: dict, cfg: AuditConfig) -> str:
+    from .pii.mask import masker
+    from .report import fmt
+
+    mask = masker(cfg)
     lines = ["", "extraction-audit demo: summary", "=" * 30]
     for run, rows in summary["metrics"].items():
         label = "target " if run == summary["run_id"] else "control"
-        lines.append(f"{label} run {run}")
-        lines.append(f"  {'budget':>10} {'generated':>10} {'share copied':>13} {'passages':>9} {'rare':>5} "
-                     f"{'pii':>4} {'pii in corpus':>14}")
+        h = summary["headline"].get(run) or {}
+        model = (rows[0].get("model_name") or rows[0].get("model")) if rows else ""
+        lines.append(f"{label} run {run} ({model})")
+        lines.append("  whole run (every sample; the report's and model card's figures):")
+        for text, col, share in HEADLINE_LINES:
+            lines.append(f"    {text:<40} {fmt.number(h.get(col), share):>10}")
+        lines.append("  growth (budget checkpoints hold the samples whose cumulative tokens fit; last row: whole run):")
+        lines.append(f"    {'rows for':<17} {'budget':>8} {'samples':>7} {'generated':>9} {'share extracted':>15} "
+                     f"{'passages':>8} {'rare':>5} {'regions':>7} {'corpus tokens':>13} {'pii':>4} {'in corpus':>9}")
         for m in rows:
-            lines.append(f"  {m['budget_tokens']:>10} {m['generated_tokens']:>10} {m['share_extracted']:>13.4f} "
-                         f"{m['distinct_passages']:>9} {m['distinct_rare_passages']:>5} {m['pii_found']:>4} "
-                         f"{m['pii_in_corpus']:>14}")
-    lines.append("top rare passages (fewest training documents first; personal data masked unless "
-                 "storage.allow_raw_pii):")
-    from .pii.mask import masker
-
-    mask = masker(cfg)
+            lines.append(f"    {m['scope']:<17} {fmt.number(m['budget_tokens']):>8} {fmt.number(m['n_samples']):>7} "
+                         f"{fmt.number(m['generated_tokens']):>9} {fmt.number(m['share_extracted'], True):>15} "
+                         f"{fmt.number(m['distinct_passages']):>8} {fmt.number(m['distinct_rare_passages']):>5} "
+                         f"{fmt.number(m['distinct_regions']):>7} {fmt.number(m['corpus_tokens_extracted']):>13} "
+                         f"{fmt.number(m['pii_found']):>4} {fmt.number(m['pii_in_corpus']):>9}")
+    lines.append(f"top rare passages (in 1-{cfg.match.rare_doc_count} documents; most emitted first; personal data "
+                 "masked unless storage.allow_raw_pii):")
     for p in summary["top_rare_passages"]:
-        exact = "" if p["doc_count_is_exact"] else "≥"
-        text = " ".join(mask(p["text"]).split())
-        lines.append(f"  docs={exact}{p['doc_count']} tokens={p['n_tokens']} samples={p['n_samples']} "
-                     f"e.g. {list(p['example_doc_ids'])[:2]}: {text[:90]!r}")
+        lines.append(_passage_line(p, mask))
+    if summary.get("stitched_passages"):
+        lines.append("stitched passages (no single document holds them; flagged, not rare findings):")
+        lines += [_passage_line(p, mask) for p in summary["stitched_passages"]]
+    if summary.get("source_documents"):
+        lines.append("documents reproduced most (regions: overlapping passages of one document merged):")
+        for d in summary["source_documents"]:
+            types = ", ".join(d["pii_types"]) if d.get("pii_types") is not None and len(d["pii_types"]) else "-"
+            lines.append(f"  {d['doc_id']}: {d['regions']} region(s), {fmt.number(d['tokens_extracted'])} of "
+                         f"{fmt.number(d['doc_tokens'])} tokens, {d['n_samples']} samples, personal data: {types}")
     if summary["pii"]:
         lines.append("personal data in samples (distinct values; in corpus):")
         for p in summary["pii"]:
-            lines.append(f"  {p['entity_type']:<16} {p['values']:>4} {p['in_corpus']:>4}")
+            lines.append(f"  {p['entity_type']:<16} {p['distinct_values']:>4} {p['distinct_in_corpus']:>4}")
     if summary.get("calibration"):
         lines.append("corpus-free scores vs the corpus route (precision@k, AUC):")
         for c in summary["calibration"]:
             auc = "n/a" if c.get("auc") is None else f"{c['auc']:.3f}"
-            k = f"{c.get('k_requested', c['k'])}" + (f" (capped to {c['k']})" if c.get("k_requested", c["k"]) != c["k"]
-                                                      else "")
-            lines.append(f"  {c['score']:<20} k={k:<18} precision={c['precision_at_k']:.3f} auc={auc}")
-    lines.append(f"tables: {summary['warehouse']} (Delta folders; see README for the SQL views)")
+            k = fmt.k_label(c.get("k_requested", c["k"]), c["k"])
+            lines.append(f"  {c['score']:<20} k={k:<38} precision={c['precision_at_k']:.3f} auc={auc}")
+    lines.append(f"tables: {summary['warehouse']} (Delta folders)")
     report = summary.get("report") or {}
     if report.get("html"):
-        lines.append(f"report: {report['html']}")
+        lines.append(f"report:     {report['html']}")
+    if report.get("markdown"):
+        lines.append(f"model card: {report['markdown']}")
+    if summary.get("config_path"):
+        env = cfg.pii.hmac_key_env
+        lines += [
+            "further commands on this data (the demo's config; the PII key comes from the environment):",
+            *([f"  export {env}=\"$(cat {summary['pii_key_path']})\""] if summary.get("pii_key_path") else []),
+            f"  extraction-audit sql --config {summary['config_path']} "
+            "\"SELECT doc_id, regions, tokens_extracted FROM extracted_documents ORDER BY tokens_extracted DESC\"",
+            f"  extraction-audit pii --config {summary['config_path']} --run-id {summary['run_id']}",
+            f"  extraction-audit report --config {summary['config_path']} --run-id {summary['run_id']}",
+        ]
     lines.append("A lower bound: more generation finds more passages; compare runs at several budgets.")
     return "\n".join(lines)
+
+
+def _passage_line(p: dict, mask) -> str:
+    exact = "" if p["doc_count_is_exact"] else "≥"
+    text = " ".join(mask(p["text"]).split())
+    return (f"  {p['passage_id'][:10]} docs={exact}{p['doc_count']} tokens={p['n_tokens']} samples={p['n_samples']} "
+            f"e.g. {list(p['example_doc_ids'])[:2]}: {text[:90]!r}")
+
+
+def write_demo_config(cfg: AuditConfig, path: Path) -> Path:
+    """The demo's effective config as a file (JSON is YAML), for running further commands on
+    the demo's tables.  The PII key stays out of it: it is read from the environment
+    variable ``pii.hmac_key_env``, set from the demo folder's key file."""
+    import json
+
+    data = json.loads(cfg.to_json())
+    data["pii"]["hmac_key"] = None
+    data["storage"]["warehouse"] = cfg.resolve(cfg.storage.warehouse)
+    data["report"]["output_dir"] = cfg.resolve(cfg.report.output_dir)
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return path

@@ -233,7 +233,7 @@ class Matcher:
 
         def check(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
             for pdf in batches:
-                out_s, out_p, out_d = [], [], []
+                out_s, out_p, out_d, out_o = [], [], [], []
                 for sid, toks, did, blob, width, diag, positions in zip(
                         pdf["sample_id"], pdf["token_ids"], pdf["doc_id"], pdf["token_bytes"],
                         pdf["token_width"], pdf["diag"], pdf["positions"]):
@@ -243,10 +243,28 @@ class Matcher:
                     out_s.extend([sid] * len(ok))
                     out_p.extend(ok.tolist())
                     out_d.extend([did] * len(ok))
+                    out_o.extend((ok - int(diag)).tolist())
                 yield pd.DataFrame({"sample_id": np.asarray(out_s, dtype=np.int64),
-                                    "pos": np.asarray(out_p, dtype=np.int32), "doc_id": out_d})
+                                    "pos": np.asarray(out_p, dtype=np.int32), "doc_id": out_d,
+                                    "doc_pos": np.asarray(out_o, dtype=np.int32)})
 
-        return joined.mapInPandas(check, "sample_id BIGINT, pos INT, doc_id STRING")
+        return joined.mapInPandas(check, "sample_id BIGINT, pos INT, doc_id STRING, doc_pos INT")
+
+    @staticmethod
+    def source_of_windows(verified):
+        """One corpus location ``(doc_id, doc_pos)`` per verified window, so extracted text can be
+        rolled up by source region: the document holding the longest verified chain of the
+        window's sample on one diagonal (the copy the sample was following), ties by smallest
+        doc_id and offset.  Duplicated corpus text is thus attributed to one copy."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        chain = Window.partitionBy("sample_id", "doc_id", "_diag")
+        return (verified.withColumn("_diag", F.col("pos") - F.col("doc_pos"))
+                .withColumn("_chain", F.count(F.lit(1)).over(chain))
+                .groupBy("sample_id", "pos")
+                .agg(F.min(F.struct((-F.col("_chain")).alias("c"), "doc_id", "doc_pos")).alias("_src"))
+                .select("sample_id", "pos", "_src.doc_id", "_src.doc_pos"))
 
     # ---------------------------------------------------------------- passages
     def occurrences(self, verified_windows):
@@ -361,7 +379,7 @@ def match_sequences(spark, cfg: AuditConfig, sequences, staging: str, tables: Ta
         verified = m.verify(candidates, sequences, docs)
         verified_path = f"{staging}/verified"
         verified_windows = materialise(
-            verified.select("sample_id", "pos").distinct()
+            m.source_of_windows(verified)
             .join(candidates.select("sample_id", "pos", "ngram_hash", "doc_count", "postings", "postings_complete"),
                   ["sample_id", "pos"]), verified_path)
 
@@ -434,7 +452,7 @@ def run_match(spark, cfg: AuditConfig, run_id: str, tables: Tables | None = None
            .withColumn("emission_rate", F.col("n_samples") / F.lit(n_samples)))
     tables.replace_run("extracted_passages", out, run_id)
     tables.replace_run("matched_windows", verified.select(run_col.alias("run_id"), "sample_id", "pos",
-                                                          "ngram_hash"), run_id)
+                                                          "ngram_hash", "doc_id", "doc_pos"), run_id)
     stats.update(
         samples=n_samples,
         occurrences=tables.read("passage_occurrences").where(F.col("run_id") == run_id).count(),

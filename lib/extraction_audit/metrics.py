@@ -21,6 +21,8 @@ import pandas as pd
 
 from .config import AuditConfig
 from .ordering import ordered
+from .regions import REGION_COUNT_COLUMNS, document_rollup, region_windows, regions_per_checkpoint, whole_run_regions
+from .scratch import materialise
 from .tables import Tables
 
 COUNT_COLUMNS = ("generated_tokens", "n_samples", "extracted_tokens", "distinct_passages",
@@ -51,7 +53,10 @@ def compute_run_metrics(spark, cfg: AuditConfig, run_id: str, tables: Tables, ru
                   scratch=scratch)
     total = int(cum.agg(F.max("cum_tokens")).first()[0] or 0)
     budget = int(run.get("budget_tokens") or total or 1)
-    points = sorted(set(budget_checkpoints(budget)) | ({total} if 0 < total < budget else set()))
+    # The whole run is always a row: a run that stopped short of its budget, or overshot it
+    # (the last chunk crosses the budget), still has one row holding every sample.
+    points = sorted(set(budget_checkpoints(budget)) | ({total} if total > 0 else set()))
+    whole = total if total > 0 else points[-1]
     first_cp = None
     for i in reversed(range(len(points))):
         first_cp = F.when(F.col("cum_tokens") <= points[i], F.lit(i)).otherwise(
@@ -65,7 +70,8 @@ def compute_run_metrics(spark, cfg: AuditConfig, run_id: str, tables: Tables, ru
     occ = (tables.read("passage_occurrences").where(F.col("run_id") == run_id)
            .select("sample_id", "start", "end", "passage_id").join(passages, "passage_id")
            .join(per_sample.select("sample_id", "cp"), "sample_id"))
-    windows = (tables.read("matched_windows").where(F.col("run_id") == run_id).select("sample_id", "ngram_hash")
+    windows = (tables.read("matched_windows").where(F.col("run_id") == run_id)
+               .select("sample_id", "pos", "ngram_hash", "doc_id", "doc_pos")
                .join(per_sample.select("sample_id", "cp"), "sample_id"))
     pii = (tables.read("pii_findings").where(F.col("run_id") == run_id).select("sample_id", "value_key", "in_corpus")
            .join(per_sample.select("sample_id", "cp"), "sample_id"))
@@ -91,12 +97,55 @@ def compute_run_metrics(spark, cfg: AuditConfig, run_id: str, tables: Tables, ru
         union = long if union is None else union.unionByName(long)
     rows = union.toPandas()
     table = _cumulative(rows, points)
+
+    counts = _write_regions(spark, tables, run, run_id, windows, occ, rare, len(points), scratch,
+                            any_passage=int(table["distinct_passages"].iloc[-1]) > 0)
+    for c in REGION_COUNT_COLUMNS:
+        table[c] = [int(counts[c].get(i, 0)) if len(counts) else 0 for i in range(len(points))]
+
     table["run_id"] = run_id
+    table["is_whole_run"] = table["budget_tokens"] == whole
     table["share_extracted"] = [e / g if g > 0 else 0.0 for e, g in zip(table["extracted_tokens"],
                                                                        table["generated_tokens"])]
     metrics = spark.createDataFrame(table)
     tables.replace_run("run_metrics", metrics, run_id)
     return table.sort_values("budget_tokens").to_dict(orient="records")
+
+
+def _write_regions(spark, tables: Tables, run: dict, run_id: str, windows, occ, rare: int, checkpoints: int,
+                   scratch: str | None, any_passage: bool) -> pd.DataFrame:
+    """Write ``extracted_regions`` and ``extracted_documents`` and return the per-checkpoint
+    region counts (indexed by checkpoint).  A run without counted passages has no regions:
+    its (empty) slices are written without computing anything."""
+    from pyspark.sql import functions as F
+
+    from .tables import TABLES
+
+    if not any_passage:
+        for name in ("extracted_regions", "extracted_documents"):
+            tables.replace_run(name, spark.createDataFrame([], TABLES[name].schema), run_id)
+        return pd.DataFrame(columns=list(REGION_COUNT_COLUMNS))
+    n = _match_n(tables, run)
+    rw = (materialise(region_windows(windows, occ, rare), f"{scratch}/region_windows") if scratch
+          else region_windows(windows, occ, rare).cache())
+    counts = regions_per_checkpoint(rw, n, checkpoints).toPandas().set_index("cp")
+    tables.replace_run("extracted_regions", whole_run_regions(rw, n).withColumn("run_id", F.lit(run_id)), run_id)
+    tables.replace_run("extracted_documents",
+                       document_rollup(tables, tables.read("extracted_regions").where(F.col("run_id") == run_id),
+                                       rw, run_id, run.get("corpus_id")), run_id)
+    if not scratch:
+        rw.unpersist()
+    return counts
+
+
+def _match_n(tables: Tables, run: dict) -> int:
+    """The n the run was matched with (its config), else the configured index's."""
+    import json
+
+    try:
+        return int(json.loads(run.get("config_json") or "{}")["index"]["n"])
+    except (KeyError, TypeError, ValueError):
+        return int(tables.cfg.index.n)
 
 
 def _cumulative(rows: pd.DataFrame, points: list[int]) -> pd.DataFrame:

@@ -33,10 +33,35 @@ def prompt_strategy_label(cfg: AuditConfig) -> str:
     return ",".join(f"{p.strategy}:{p.share / total:.3g}" for p in cfg.generation.prompts)
 
 
+def readable_model_name(cfg: AuditConfig) -> str | None:
+    """A name a reader recognises, beside ``runs.model`` (which may be a long local path):
+    ``model.name``, else the model's own ``config.json`` (``_name_or_path`` when it is not a
+    path, else ``model_type``), else the path's last part."""
+    import json
+    from pathlib import Path
+
+    if cfg.model.name:
+        return cfg.model.name
+    path = cfg.model.path
+    if not path:
+        return None
+    local = Path(cfg.resolve(path) or path)
+    try:
+        own = json.loads((local / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        own = {}
+    named = str(own.get("_name_or_path") or "")
+    if named and not named.startswith((".", "/", "~")) and named.count("/") <= 1:
+        return named  # a hub id such as gpt2 or org/model
+    base = local.name if local.name not in ("", ".") else str(path)
+    return f"{base} ({own['model_type']})" if own.get("model_type") else base
+
+
 def run_row_fields(cfg: AuditConfig) -> dict[str, Any]:
     """The ``runs`` columns a configuration determines (model, corpus, sampling, budget)."""
     return {
         "model": cfg.model.display_name,
+        "model_name": readable_model_name(cfg),
         "model_family": cfg.model.family or cfg.model.display_name,
         "corpus_id": cfg.corpus.id,
         "prompt_strategy": prompt_strategy_label(cfg),

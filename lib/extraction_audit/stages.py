@@ -179,7 +179,8 @@ def _metrics(ctx: StageContext) -> dict:
     last = rows[-1] if rows else {}
     return {"checkpoints": len(rows), **{k: last.get(k) for k in (
         "budget_tokens", "generated_tokens", "share_extracted", "distinct_passages", "distinct_rare_passages",
-        "distinct_ngrams", "pii_found", "pii_in_corpus")}}
+        "distinct_ngrams", "pii_found", "pii_in_corpus", "distinct_regions", "distinct_rare_regions",
+        "corpus_tokens_extracted")}}
 
 
 def _rank(ctx: StageContext) -> dict:
@@ -234,8 +235,10 @@ register(Stage("pii", _pii, reads=("samples", "corpus_documents", "passage_occur
                writes=("pii_findings", "pii_corpus_index", "pii_corpus_doc_values", "pii_corpus_scanned"),
                depends_on=(*SAMPLE_SOURCES, "match")))
 register(Stage("metrics", _metrics, reads=("samples", "passage_occurrences", "extracted_passages",
-                                           "matched_windows", "pii_findings"),
-               writes=("run_metrics",), depends_on=("match", "pii"), derived=True))
+                                           "matched_windows", "pii_findings", "corpus_documents",
+                                           "pii_corpus_doc_values"),
+               writes=("run_metrics", "extracted_regions", "extracted_documents"), depends_on=("match", "pii"),
+               derived=True))
 register(Stage("rank", _rank, reads=("samples",), writes=("candidates",), depends_on=SAMPLE_SOURCES))
 register(Stage("calibrate", _calibrate, reads=("candidates", "passage_occurrences", "extracted_passages"),
                writes=("rank_calibration",), depends_on=("rank", "match"), derived=True))

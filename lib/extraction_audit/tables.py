@@ -162,6 +162,8 @@ RUNS = _table(TableSpec(
         ("started_at", "TIMESTAMP", "Run start"),
         ("finished_at", "TIMESTAMP", "Run completion (NULL until complete)"),
         ("model", "STRING", "Model path or hub id"),
+        ("model_name", "STRING", "Readable model name: model.name from the config, else the model's own "
+                                 "config (_name_or_path / model_type), else the last part of its path"),
         ("model_family", "STRING", "Model family for first-seen comparisons across runs"),
         ("tokenizer", "STRING", "Tokenizer fingerprint"),
         ("corpus_id", "STRING", "Corpus the run is matched against"),
@@ -444,6 +446,9 @@ MATCHED_WINDOWS = _table(TableSpec(
         ("sample_id", "BIGINT", "Sample"),
         ("pos", "INT", "Window start in the sample's generated tokens"),
         ("ngram_hash", "BIGINT", "Hash of the window's n tokens (extraction_audit.hashing)"),
+        ("doc_id", "STRING", "Corpus document the window was verified in (the document holding the longest "
+                             "verified chain of this window's sample on one diagonal; ties: smallest doc_id)"),
+        ("doc_pos", "INT", "Token offset of the window in doc_id (its corpus span is [doc_pos, doc_pos + n))"),
     ),
     key=("run_id", "sample_id", "pos"),
     partition_by=("run_id",),
@@ -464,8 +469,58 @@ RUN_METRICS = _table(TableSpec(
         ("distinct_ngrams", "BIGINT", "Distinct matched n-grams"),
         ("pii_found", "BIGINT", "Distinct PII values found in samples"),
         ("pii_in_corpus", "BIGINT", "Distinct PII values found in samples and in the corpus"),
+        ("distinct_regions", "BIGINT", "Distinct extracted source regions: corpus spans matched by counted "
+                                       "passages, overlapping spans of one document merged (extracted_regions)"),
+        ("distinct_rare_regions", "BIGINT", "Regions holding part of a rare passage (doc_count 1 to "
+                                            "match.rare_doc_count)"),
+        ("corpus_tokens_extracted", "BIGINT", "Corpus tokens inside the regions (union of matched corpus spans): "
+                                              "how much distinct training text was reproduced"),
+        ("is_whole_run", "BOOLEAN", "The row for every sample of the run (budget_tokens = the run's generated "
+                                    "tokens); the other rows are budget checkpoints"),
     ),
     key=("run_id", "budget_tokens"),
+))
+
+EXTRACTED_REGIONS = _table(TableSpec(
+    "extracted_regions",
+    "Source regions of the whole run: the corpus spans that counted passages (not filler, not prompt copies) "
+    "matched, overlapping or touching spans of one document merged. Counts distinct training text, where "
+    "distinct passages count overlapping fragments of one document several times.",
+    (
+        RUN_ID,
+        ("doc_id", "STRING", "Corpus document"),
+        ("region_start", "INT", "First token offset of the region in the document"),
+        ("region_end", "INT", "Exclusive end offset"),
+        ("n_tokens", "INT", "region_end - region_start: corpus tokens reproduced"),
+        ("n_passages", "BIGINT", "Distinct passages that matched inside the region"),
+        ("n_samples", "BIGINT", "Samples that emitted part of the region"),
+        ("min_doc_count", "BIGINT", "Smallest doc_count among those passages (0: only stitched passages)"),
+        ("is_rare", "BOOLEAN", "Holds part of a rare passage (doc_count 1 to match.rare_doc_count)"),
+    ),
+    key=("run_id", "doc_id", "region_start"),
+    partition_by=("run_id",),
+))
+
+EXTRACTED_DOCUMENTS = _table(TableSpec(
+    "extracted_documents",
+    "Per-document rollup of a run's extracted regions: which training documents leaked, how much of each, "
+    "to how many samples, with which personal-data types.",
+    (
+        RUN_ID,
+        ("doc_id", "STRING", "Corpus document"),
+        ("source", "STRING", "Where the document came from (corpus_documents.source)"),
+        ("doc_tokens", "BIGINT", "Document length in tokens"),
+        ("regions", "BIGINT", "Extracted regions in the document"),
+        ("rare_regions", "BIGINT", "Regions holding part of a rare passage"),
+        ("tokens_extracted", "BIGINT", "Document tokens inside the regions"),
+        ("share_of_document", "DOUBLE", "tokens_extracted / doc_tokens"),
+        ("n_passages", "BIGINT", "Distinct passages matched in the document"),
+        ("n_samples", "BIGINT", "Samples that emitted part of the document"),
+        ("pii_types", "ARRAY<STRING>", "Entity types of personal-data values the run's samples emitted that the "
+                                       "corpus PII index tagged in this document (pii_corpus_doc_values)"),
+    ),
+    key=("run_id", "doc_id"),
+    partition_by=("run_id",),
 ))
 
 CHANCE_BASELINE = _table(TableSpec(
@@ -585,13 +640,28 @@ class Tables:
             return self.spark.catalog.tableExists(f"{self.database}.{name}")
         return DeltaTable.isDeltaTable(self.spark, self.location(name))
 
-    def register_views(self) -> None:
-        """Local mode: temporary views named like the tables, so SQL reads the same everywhere."""
+    def register_views(self) -> list[str]:
+        """Make every table and view the README names readable by its plain name: local mode,
+        temporary views over the Delta folders; catalog mode, ``USE database``.  Both get
+        ``pii_findings_redacted`` (the view to share).  Returns the names registered."""
+        from .pii.findings import create_redacted_views
+
         if self.database:
-            return
-        for name in TABLES:
-            if self.exists(name):
-                self.spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS SELECT * FROM {self.ref(name)}")
+            self.spark.sql(f"USE `{self.database}`")
+            names = [n for n in TABLES if self.exists(n)]
+        else:
+            names = []
+            for name in TABLES:
+                if self.exists(name):
+                    self.spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS SELECT * FROM {self.ref(name)}")
+                else:  # not written yet: an empty view with the table's schema, nothing created on disk
+                    self.spark.createDataFrame([], TABLES[name].schema).createOrReplaceTempView(name)
+                names.append(name)
+            if not self.exists("pii_findings"):
+                self.spark.createDataFrame([], TABLES["pii_findings"].schema).drop("value") \
+                    .createOrReplaceTempView("pii_findings_redacted")
+                return [*names, "pii_findings_redacted"]
+        return names + create_redacted_views(self)
 
     # -- reads ---------------------------------------------------------------
     def read(self, name: str):

@@ -110,10 +110,19 @@ class _Queries:
         return Q.sql_df(self.spark, name, **self._params(name, params))
 
 
-def _label(info: dict) -> str:
-    model = str(info.get("model") or "")
-    short = Path(model.rstrip("/")).name if model else ""
-    return f"{info['run_id']} ({short})" if short else str(info["run_id"])
+def short_labels(infos: list[dict]) -> dict[str, str]:
+    """Legend labels that fit a chart: model name and start date (``demo-tiny-gpt2 · 2026-11-30``),
+    with the run id's last characters only where two runs would read the same.  The report's
+    run key table maps each label to the full run id."""
+    def base(info: dict) -> str:
+        name = info.get("model_name") or Path(str(info.get("model") or "").rstrip("/")).name or "run"
+        started = info.get("started_at")
+        day = pd.Timestamp(started).strftime("%Y-%m-%d") if started is not None and not pd.isna(started) else ""
+        return f"{name} · {day}" if day else str(name)
+
+    bases = {i["run_id"]: base(i) for i in infos}
+    counts = pd.Series(list(bases.values())).value_counts()
+    return {rid: (f"{b} · …{rid[-6:]}" if counts[b] > 1 else b) for rid, b in bases.items()}
 
 
 def collect_report_data(spark, cfg: AuditConfig, run_id: str, compare_run_ids=(), include_control: bool = True
@@ -140,7 +149,7 @@ def collect_report_data(spark, cfg: AuditConfig, run_id: str, compare_run_ids=()
     if include_control and isinstance(control, str) and control in info_by_run and control not in requested:
         compare.append(control)
     all_ids = [run_id, *compare]
-    labels = {r: _label(info_by_run[r]) for r in all_ids}
+    labels = short_labels([info_by_run[r] for r in all_ids])
 
     growth = q("GROWTH_CURVE", run_ids=all_ids)
     headlines = {r["run_id"]: r for r in q("HEADLINE", run_ids=all_ids, rare_doc_count=rare).to_dict("records")}
@@ -163,6 +172,9 @@ def collect_report_data(spark, cfg: AuditConfig, run_id: str, compare_run_ids=()
                                redact=rc.redact_passages, limit=rc.top_passages),
         "TOP_EMITTED_PASSAGES": q("TOP_EMITTED_PASSAGES", run_id=run_id, redact=rc.redact_passages,
                                   limit=rc.top_passages),
+        "STITCHED_PASSAGES": q("STITCHED_PASSAGES", run_id=run_id, redact=rc.redact_passages,
+                               limit=rc.top_passages),
+        "SOURCE_DOCUMENTS": q("SOURCE_DOCUMENTS", run_id=run_id, limit=rc.top_passages),
         "PROMPT_STRATEGY_BREAKDOWN": q("PROMPT_STRATEGY_BREAKDOWN", run_id=run_id),
         "PII_BY_TYPE": q("PII_BY_TYPE", run_id=run_id, rare_doc_count=rare),
         "CONFIRMED_AMONG_CHECKED": q("CONFIRMED_AMONG_CHECKED", run_id=run_id),
@@ -172,7 +184,7 @@ def collect_report_data(spark, cfg: AuditConfig, run_id: str, compare_run_ids=()
     # Passage text is model output: mask every personal value detected in it unless allowed.
     from ..pii.mask import mask_frame
 
-    for name in ("TOP_RARE_PASSAGES", "TOP_EMITTED_PASSAGES"):
+    for name in ("TOP_RARE_PASSAGES", "TOP_EMITTED_PASSAGES", "STITCHED_PASSAGES"):
         tables[name] = mask_frame(cfg, tables[name], ["text"])
     tables["PII_BY_TYPE"] = with_heldout_figures(tables["PII_BY_TYPE"])
     if growth[growth["run_id"] == run_id].empty:

@@ -45,3 +45,18 @@ def value_with_interval(est: Estimate | None, share: bool = False, integer: bool
     text = number(est.value, share)
     ci = interval(est, share, integer=integer)
     return text if ci == "–" else f"{text} ({ci})"
+
+
+def k_label(k_requested, k) -> str:
+    """precision@k's k, with the cap said wherever it applies: ``1,000 (capped to 41)``."""
+    if is_missing(k_requested):
+        return number(k)
+    if not is_missing(k) and int(k) != int(k_requested):
+        return f"{number(k_requested)} (capped to {number(k)}: all ranked samples)"
+    return number(k_requested)
+
+
+def short_id(value, width: int = 10) -> str:
+    """The first characters of a sha1 id: enough to find the row (``LIKE 'abc%'``), narrow
+    enough to leave the table's width to the passage text."""
+    return "" if is_missing(value) else str(value)[:width]

@@ -17,7 +17,7 @@ from . import fmt
 from .bootstrap import PERCENTILE_METHOD, SE_METHOD
 from .curves import METRICS
 from .queries import QUERIES
-from .text import limitations, pii_caveat, settings_lines
+from .text import limitations, pii_caveat, scope_line, settings_lines
 
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1180px;
@@ -26,8 +26,8 @@ h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bo
 table{border-collapse:collapse;margin:.6em 0;font-size:.88em}th,td{border:1px solid #ddd;padding:.3em .55em;
 vertical-align:top}th{background:#f4f4f4;text-align:left}td.num{text-align:right;white-space:nowrap}
 .meta{color:#555}.note{color:#555;font-size:.9em}.warn{background:#fff4e5;border-left:4px solid #f0a020;
-padding:.5em 1em}.passage{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.85em;max-width:560px;
-white-space:pre-wrap;word-break:break-word}.q{color:#777;font-size:.8em}img{max-width:100%}
+padding:.5em 1em}.passage{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.85em;min-width:420px;
+max-width:640px;white-space:pre-wrap;word-break:break-word}code.id{font-size:.85em;white-space:nowrap}.q{color:#777;font-size:.8em}img{max-width:100%}
 pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:.82em}details{margin:.3em 0}
 """
 
@@ -48,6 +48,11 @@ def _cell(value, kind: str = "") -> str:
         return f'<td class="num">{fmt.number(value, share=True)}</td>'
     if kind == "num":
         return f'<td class="num">{fmt.number(value)}</td>'
+    if kind == "id":
+        return f'<td><code class="id">{escape(fmt.short_id(value))}</code></td>'
+    if kind == "k":
+        k_requested, k = value
+        return f'<td class="num">{escape(fmt.k_label(k_requested, k))}</td>'
     if kind == "passage":
         return f'<td class="passage">{escape("" if fmt.is_missing(value) else str(value))}</td>'
     if isinstance(value, (list, tuple, np.ndarray)):
@@ -63,7 +68,8 @@ def _table(frame: pd.DataFrame, columns: list[tuple[str, str, str]]) -> str:
         return '<p class="note">No rows.</p>'
     head = "".join(f"<th>{escape(h)}</th>" for _, h, _ in columns)
     body = "".join(
-        "<tr>" + "".join(_cell(row.get(c), k) for c, _, k in columns) + "</tr>"
+        "<tr>" + "".join(_cell((row.get("k_requested"), row.get("k")) if k == "k" else row.get(c), k)
+                         for c, _, k in columns) + "</tr>"
         for row in frame.to_dict("records")
     )
     return f"<table><tr>{head}</tr>{body}</table>"
@@ -84,7 +90,7 @@ def render(data, figures: dict[str, bytes | None]) -> str:
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>Extraction audit report: {escape(data.run_id)}</title><style>{_CSS}</style></head><body>",
         f"<h1>Training-data extraction audit: {escape(data.run_id)}</h1>",
-        f"<p class='meta'>Model <b>{escape(str(main.info.get('model')))}</b> · corpus "
+        f"<p class='meta'>Model <b>{escape(str(main.info.get('model_name') or main.info.get('model')))}</b> · corpus "
         f"<b>{escape(str(main.info.get('corpus_id')))}</b> · run status {escape(str(main.info.get('status')))} · "
         f"report generated {escape(data.generated_at)}</p>",
     ]
@@ -104,6 +110,12 @@ def render(data, figures: dict[str, bytes | None]) -> str:
         ("Distinct extracted passages", fmt.value_with_interval(e["distinct_passages"]), _q("HEADLINE")),
         (f"Distinct rare passages (in 1–{data.rare_doc_count} documents: privacy findings)",
          fmt.value_with_interval(e["distinct_rare_passages"]), _q("HEADLINE")),
+        ("Distinct source regions (overlapping passages of one document merged)",
+         fmt.number(h.get("distinct_regions")), _q("HEADLINE")),
+        ("… of which hold a rare passage", fmt.number(h.get("distinct_rare_regions")), _q("HEADLINE")),
+        ("Corpus tokens extracted (union of matched corpus spans)", fmt.number(h.get("corpus_tokens_extracted")),
+         _q("HEADLINE")),
+        ("Corpus documents reproduced", fmt.number(h.get("source_documents")), _q("HEADLINE")),
         ("Passages in exactly one document", fmt.number(h["single_document_passages"]), _q("HEADLINE")),
         ("Passages stitched across documents (doc_count 0, flagged)", fmt.number(h["stitched_passages"]),
          _q("HEADLINE")),
@@ -126,6 +138,7 @@ def render(data, figures: dict[str, bytes | None]) -> str:
                         _q("PASSAGE_FREQUENCY_COUNTS")))
     parts += [
         "<h2 id='summary'>Summary</h2>",
+        f"<p><b>{escape(scope_line(data))}</b></p>",
         f"<p>Intervals are {conf} intervals: shares and token counts by the {escape(PERCENTILE_METHOD)}; "
         f"distinct counts by {escape(SE_METHOD)} ({escape(main.bootstrap_method)}). Counts exclude low-entropy "
         "filler and passages that only copy the prompt. The result is a lower bound set by the effort spent; see Limitations.</p>",
@@ -159,13 +172,23 @@ def render(data, figures: dict[str, bytes | None]) -> str:
                 fmt.interval(_Est(*lookup[int(b)]), stat == "share_extracted", integer=True)
                 if int(b) in lookup else "–"
                 for b in growth.loc[mask, "budget_tokens"]]
+    growth["label"] = [data.labels.get(r, r) for r in growth["run_id"]]
     parts.append(_table(growth, [
-        ("run_id", "run", ""), ("budget_tokens", "budget", "num"), ("generated_tokens", "generated tokens", "num"),
+        ("label", "run", ""), ("scope", "rows for", ""), ("budget_tokens", "budget", "num"),
+        ("generated_tokens", "generated tokens", "num"),
         ("n_samples", "samples", "num"), ("distinct_passages", "distinct passages", "num"),
         ("distinct_passages_ci", conf + " CI", ""), ("distinct_rare_passages", "rare passages", "num"),
         ("distinct_rare_passages_ci", conf + " CI", ""), ("share_extracted", "share extracted", "share"),
-        ("share_extracted_ci", conf + " CI", ""), ("pii_found", "PII values", "num"),
+        ("share_extracted_ci", conf + " CI", ""), ("distinct_regions", "source regions", "num"),
+        ("corpus_tokens_extracted", "corpus tokens extracted", "num"), ("pii_found", "PII values", "num"),
         ("pii_in_corpus", "PII in corpus", "num")]))
+    parts.append("<p class='note'>Rows for a budget checkpoint hold the samples (in generation order) whose "
+                 "cumulative tokens fit in the budget; the whole-run row holds every sample (the Summary's "
+                 "figures).</p>")
+    key = pd.DataFrame([{"label": data.labels.get(r, r), "run_id": r, "model": res.info.get("model"),
+                         "started_at": res.info.get("started_at")} for r, res in data.runs.items()])
+    parts += ["<p>Run key:</p>", _table(key, [("label", "label", ""), ("run_id", "run id", ""),
+                                              ("model", "model path", ""), ("started_at", "started", "")])]
 
     # -- comparison -------------------------------------------------------------------
     if data.comparisons:
@@ -185,8 +208,8 @@ def render(data, figures: dict[str, bytes | None]) -> str:
             cols = [("budget_tokens", "budget", "num")]
             for metric, label in METRICS.items():
                 kind = "share" if metric == "share_extracted" else "num"
-                cols += [(f"{metric}_a", f"{label}: {comp.run_id}", kind),
-                         (f"{metric}_b", f"{label}: {comp.other_run_id}", kind),
+                cols += [(f"{metric}_a", f"{label}: {data.labels.get(comp.run_id, comp.run_id)}", kind),
+                         (f"{metric}_b", f"{label}: {data.labels.get(comp.other_run_id, comp.other_run_id)}", kind),
                          (f"{metric}_diff_ci", f"difference {conf} CI", "")]
             parts.append(_table(aligned, cols))
 
@@ -243,7 +266,7 @@ def render(data, figures: dict[str, bytes | None]) -> str:
                   ("doc_count_bucket", "documents containing the passage", ""), ("passages", "passages", "num"),
                   ("excluded_passages", "low-entropy or prompt copy (excluded)", "num"),
                   ("emitting_samples", "sample emissions", "num")])]
-    passage_cols = [("passage_id", "passage", ""), ("n_tokens", "tokens", "num"), ("n_samples", "samples", "num"),
+    passage_cols = [("passage_id", "id", "id"), ("n_tokens", "tokens", "num"), ("n_samples", "samples", "num"),
                     ("emission_rate", "emission rate per sample", "share"),
                     ("emission_rate_low", f"{conf} low (Wilson)", "share"),
                     ("emission_rate_high", "high", "share"), ("doc_count", "documents", "num"),
@@ -260,7 +283,21 @@ def render(data, figures: dict[str, bytes | None]) -> str:
               f"<h2 id='emission'>Per-passage emission rate {_q('TOP_EMITTED_PASSAGES')}</h2>",
               "<p>Emission rate = samples that emitted the passage / samples in the run: an estimate of the "
               "probability that one response at the run's sampling settings reproduces it.</p>",
-              _table(data.tables["TOP_EMITTED_PASSAGES"], passage_cols)]
+              _table(data.tables["TOP_EMITTED_PASSAGES"], passage_cols),
+              f"<h2 id='stitched'>Stitched passages {_q('STITCHED_PASSAGES')}</h2>",
+              "<p>Runs of covered tokens that no single document holds (windows of different documents joined): "
+              "listed here, flagged, never counted as rare findings.</p>",
+              _table(data.tables.get("STITCHED_PASSAGES"), passage_cols),
+              f"<h2 id='documents'>Source documents {_q('SOURCE_DOCUMENTS')}</h2>",
+              "<p>Overlapping passages of one document merged into regions: how much of each training document "
+              "the run reproduced, by how many samples, and which personal-data types of that document the "
+              "samples emitted (table <code>extracted_documents</code>; regions in "
+              "<code>extracted_regions</code>).</p>",
+              _table(data.tables.get("SOURCE_DOCUMENTS"), [
+                  ("doc_id", "document", ""), ("source", "source", ""), ("regions", "regions", "num"),
+                  ("rare_regions", "rare regions", "num"), ("tokens_extracted", "tokens extracted", "num"),
+                  ("share_of_document", "share of document", "share"), ("n_passages", "passages", "num"),
+                  ("n_samples", "samples", "num"), ("pii_types", "personal-data types", "")])]
 
     # -- PII ------------------------------------------------------------------------------
     parts += [f"<h2 id='pii'>Personal data by type {_q('PII_BY_TYPE')}</h2>",
@@ -297,7 +334,7 @@ def render(data, figures: dict[str, bytes | None]) -> str:
         if not calibration.empty:
             parts.append(f"<p>Score calibration against verified extractions {_q('RANK_CALIBRATION')}:</p>")
             parts.append(_table(calibration, [
-                ("score", "score", ""), ("k_requested", "k", "num"), ("precision_at_k", "precision at k", "share"),
+                ("score", "score", ""), ("k_requested", "k", "k"), ("precision_at_k", "precision at k", "share"),
                 ("auc", "ROC AUC", ""), ("n_positive", "positives", "num"), ("n_ranked", "ranked", "num")]))
 
     # -- limitations and appendix ---------------------------------------------------------------

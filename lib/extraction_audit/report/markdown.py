@@ -5,7 +5,7 @@ comparison, chance baseline, extrapolation and limitations.  Renders a
 from __future__ import annotations
 
 from . import fmt
-from .text import limitations, pii_caveat, settings_lines
+from .text import limitations, pii_caveat, scope_line, settings_lines
 
 
 def render(data, figure_files: dict[str, str] | None = None) -> str:
@@ -13,7 +13,7 @@ def render(data, figure_files: dict[str, str] | None = None) -> str:
     e, h = main.estimates, main.headline
     conf = f"{data.confidence:.0%}"
     lines = [
-        f"## Training-data extraction audit: {main.info.get('model')}",
+        f"## Training-data extraction audit: {main.info.get('model_name') or main.info.get('model')}",
         "",
         f"Run `{data.run_id}`, corpus `{main.info.get('corpus_id')}`, report of {data.generated_at}.",
         "",
@@ -23,13 +23,20 @@ def render(data, figure_files: dict[str, str] | None = None) -> str:
         "",
         "### Results",
         "",
+        scope_line(data),
+        "",
         f"| Measure | Value ({conf} interval) |",
         "| --- | --- |",
         f"| Share of generated tokens extracted | {fmt.value_with_interval(e['share_extracted'], True)} |",
         f"| Distinct extracted passages | {fmt.value_with_interval(e['distinct_passages'])} |",
         f"| Distinct rare passages (1–{data.rare_doc_count} documents) | "
         f"{fmt.value_with_interval(e['distinct_rare_passages'])} |",
-        f"| Passages stitched across documents (flagged) | {fmt.number(h['stitched_passages'])} |",
+        f"| Distinct source regions (overlapping passages of one document merged) | "
+        f"{fmt.number(h.get('distinct_regions'))} |",
+        f"| Source regions holding a rare passage | {fmt.number(h.get('distinct_rare_regions'))} |",
+        f"| Corpus tokens extracted (union of matched corpus spans) | "
+        f"{fmt.number(h.get('corpus_tokens_extracted'))} |",
+        f"| Passages stitched across documents (flagged, not rare) | {fmt.number(h['stitched_passages'])} |",
         f"| Distinct personal-data values tagged / in corpus | {fmt.value_with_interval(e['pii_found'])} / "
         f"{fmt.value_with_interval(e['pii_in_corpus'])} |",
     ]

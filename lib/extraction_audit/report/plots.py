@@ -13,7 +13,8 @@ import pandas as pd
 
 from .curves import METRICS
 
-_PANELS = ("distinct_passages", "distinct_rare_passages", "share_extracted")
+_PANELS = ("distinct_passages", "distinct_regions", "distinct_rare_passages", "share_extracted")
+_TITLES = {**METRICS, "distinct_regions": "distinct source regions", "share_extracted": "share extracted"}
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf")
 
 
@@ -32,8 +33,9 @@ def _png(fig) -> bytes:
 def growth_curve_png(growth: pd.DataFrame, labels: dict[str, str], intervals: dict[str, pd.DataFrame] | None = None,
                      extrapolation: dict[str, pd.DataFrame] | None = None, baseline_share: float | None = None,
                      crossings: list[dict] | None = None) -> bytes | None:
-    """Three panels against generated tokens (log x): distinct passages, distinct rare
-    passages, share extracted; one line per run.
+    """Four panels against generated tokens (log x): distinct passages, distinct source
+    regions, distinct rare passages, share extracted; one line per run, labelled by
+    ``labels`` (short: model and date) in one legend below the panels, never over the data.
 
     ``intervals[run]``: rows (budget_tokens, stat, low, high) drawn as error bars;
     ``extrapolation[run]``: rows (generated_tokens, expected, low, high) drawn dashed;
@@ -41,14 +43,16 @@ def growth_curve_png(growth: pd.DataFrame, labels: dict[str, str], intervals: di
     ``crossings``: dicts with metric and approx_budget, marked with a vertical dotted line."""
     if growth.empty:
         return None
-    fig = _figure(13, 4)
-    axes = fig.subplots(1, 3)
+    fig = _figure(13, 4.2)
+    axes = fig.subplots(1, len(_PANELS))
     for i, (run_id, rows) in enumerate(growth.groupby("run_id", sort=False)):
         color = _COLORS[i % len(_COLORS)]
         rows = rows.sort_values("budget_tokens")
         x = rows["generated_tokens"].clip(lower=1)
         ci = (intervals or {}).get(run_id)
         for ax, metric in zip(axes, _PANELS):
+            if metric not in rows:
+                continue
             y = rows[metric].astype(float)
             scale = 100.0 if metric == "share_extracted" else 1.0
             ax.plot(x, y * scale, marker="o", color=color, label=labels.get(run_id, run_id))
@@ -67,18 +71,25 @@ def growth_curve_png(growth: pd.DataFrame, labels: dict[str, str], intervals: di
                     label=f"{labels.get(run_id, run_id)}: extrapolated")
             ax.fill_between(ext["generated_tokens"], ext["low"], ext["high"], color=color, alpha=0.12)
     if baseline_share is not None:
-        axes[2].axhline(baseline_share * 100, color="grey", linestyle=":", label="chance baseline")
+        axes[-1].axhline(baseline_share * 100, color="grey", linestyle=":", label="chance baseline")
     for c in crossings or []:
         if c.get("metric") in _PANELS:
             axes[_PANELS.index(c["metric"])].axvline(c["approx_budget"], color="black", linestyle=":", alpha=0.5)
     for ax, metric in zip(axes, _PANELS):
         ax.set_xscale("log")
-        ax.set_xlabel("generated tokens (log scale)")
-        ax.set_title(METRICS[metric] + (" (%)" if metric == "share_extracted" else ""), fontsize=10)
+        ax.set_xlabel("generated tokens (log scale)", fontsize=8)
+        ax.set_title(_TITLES[metric] + (" (%)" if metric == "share_extracted" else ""), fontsize=10)
+        top = ax.get_ylim()[1]
+        ax.set_ylim(0, top * 1.12 if top > 0 else 1.0)  # headroom above the highest point
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=7)
-    if baseline_share is not None:
-        axes[2].legend(fontsize=7)
+    handles, names = [], []
+    for ax in (axes[0], axes[-1]):
+        for h, n in zip(*ax.get_legend_handles_labels()):
+            if n not in names:
+                handles.append(h)
+                names.append(n)
+    fig.legend(handles, names, loc="outside lower center", ncols=min(3, max(1, len(names))), fontsize=8,
+               frameon=False)
     return _png(fig)
 
 
@@ -87,19 +98,23 @@ def doc_count_histogram_png(histogram: pd.DataFrame) -> bytes | None:
     0 (stitched across documents) in orange, more documents (boilerplate) in grey."""
     if histogram.empty or histogram["passages"].sum() + histogram["excluded_passages"].sum() == 0:
         return None
-    fig = _figure(7, 3.4)
+    fig = _figure(9, 3.4)
     ax = fig.subplots()
     order = histogram.sort_values("bucket_order")
     colors = ["#ff7f0e" if b == 0 else "#d62728" if b in (1, 2) else "#7f7f7f" for b in order["bucket_order"]]
     from matplotlib.patches import Patch
 
     ax.bar(order["doc_count_bucket"], order["passages"], color=colors)
-    ax.bar(order["doc_count_bucket"], order["excluded_passages"], bottom=order["passages"], color="#dddddd")
+    bars = ax.bar(order["doc_count_bucket"], order["excluded_passages"], bottom=order["passages"], color="#dddddd")
+    totals = order["passages"] + order["excluded_passages"]
+    ax.bar_label(bars, labels=[f"{int(t):,}" if t else "" for t in totals], fontsize=8, padding=2)
+    ax.set_ylim(0, max(1.0, float(totals.max())) * 1.18)  # headroom: no bar or label touches the frame
     ax.set_xlabel("corpus documents containing the passage")
     ax.set_ylabel("distinct passages")
     ax.set_title("Document count: 1-2 = privacy findings, many = boilerplate", fontsize=10)
-    ax.legend(handles=[Patch(color="#d62728", label="rare: privacy findings"),
-                       Patch(color="#7f7f7f", label="repeated (boilerplate, licences, news)"),
-                       Patch(color="#ff7f0e", label="stitched across documents (flagged)"),
-                       Patch(color="#dddddd", label="low-entropy filler or prompt copy (excluded)")], fontsize=7)
+    fig.legend(handles=[Patch(color="#d62728", label="rare: privacy findings"),
+                        Patch(color="#7f7f7f", label="repeated (boilerplate, licences, news)"),
+                        Patch(color="#ff7f0e", label="stitched across documents (flagged, not rare)"),
+                        Patch(color="#dddddd", label="low-entropy filler or prompt copy (excluded)")],
+               loc="outside right upper", fontsize=7, frameon=False)
     return _png(fig)

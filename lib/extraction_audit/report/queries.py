@@ -25,6 +25,7 @@ from ..ids import id_literal
 QUERY_TABLES = (
     "runs", "samples", "passage_occurrences", "extracted_passages", "run_metrics", "pii_findings",
     "candidates", "reviews", "rank_calibration", "chance_baseline", "corpus_documents",
+    "extracted_regions", "extracted_documents",
 )
 
 
@@ -102,7 +103,7 @@ def _wilson(k: str, n: str, bound: str) -> str:
 # ---------------------------------------------------------------------------------------
 
 RUN_INFO = _query("RUN_INFO", "Runs and their control runs: model, corpus, budget, sampling, prompts", """
-SELECT run_id, status, started_at, finished_at, model, model_family, tokenizer, corpus_id,
+SELECT run_id, status, started_at, finished_at, model, model_name, model_family, tokenizer, corpus_id,
        prompt_strategy, sampling, budget_tokens, generated_tokens, control_run_id,
        CAST(get_json_object(config_json, '$.index.n') AS INT) AS match_n,
        get_json_object(config_json, '$.generation.prompts') AS prompts_json,
@@ -114,9 +115,13 @@ ORDER BY run_order, run_id
 """)
 
 GROWTH_CURVE = _query("GROWTH_CURVE", "Growth curve: metrics at each budget checkpoint", """
-SELECT m.run_id, r.model, m.budget_tokens, m.generated_tokens, m.n_samples, m.extracted_tokens,
+SELECT m.run_id, r.model, r.model_name, m.budget_tokens,
+       CASE WHEN coalesce(m.is_whole_run, false) THEN 'whole run' ELSE 'budget checkpoint' END AS scope,
+       coalesce(m.is_whole_run, false) AS is_whole_run,
+       m.generated_tokens, m.n_samples, m.extracted_tokens,
        m.share_extracted, m.distinct_passages, m.distinct_rare_passages, m.distinct_ngrams,
-       m.pii_found, m.pii_in_corpus, array_position(:run_ids, m.run_id) AS run_order
+       m.pii_found, m.pii_in_corpus, m.distinct_regions, m.distinct_rare_regions, m.corpus_tokens_extracted,
+       array_position(:run_ids, m.run_id) AS run_order
 FROM run_metrics m
 LEFT JOIN runs r ON r.run_id = m.run_id
 WHERE array_contains(:run_ids, m.run_id)
@@ -179,6 +184,12 @@ pii AS (
          count(DISTINCT CASE WHEN in_corpus THEN value_key END) AS pii_in_corpus
   FROM pii_findings WHERE array_contains(:run_ids, run_id)
   GROUP BY run_id
+),
+g AS (
+  SELECT run_id, count(*) AS distinct_regions, count_if(is_rare) AS distinct_rare_regions,
+         sum(n_tokens) AS corpus_tokens_extracted, count(DISTINCT doc_id) AS source_documents
+  FROM extracted_regions WHERE array_contains(:run_ids, run_id)
+  GROUP BY run_id
 )
 SELECT r.run_id,
        coalesce(s.samples, 0) AS samples,
@@ -194,12 +205,17 @@ SELECT r.run_id,
        coalesce(p.new_passages, 0) AS new_passages,
        coalesce(o.samples_with_passage, 0) AS samples_with_passage,
        coalesce(pii.pii_found, 0) AS pii_found,
-       coalesce(pii.pii_in_corpus, 0) AS pii_in_corpus
+       coalesce(pii.pii_in_corpus, 0) AS pii_in_corpus,
+       coalesce(g.distinct_regions, 0) AS distinct_regions,
+       coalesce(g.distinct_rare_regions, 0) AS distinct_rare_regions,
+       coalesce(g.corpus_tokens_extracted, 0) AS corpus_tokens_extracted,
+       coalesce(g.source_documents, 0) AS source_documents
 FROM r
 LEFT JOIN s ON s.run_id = r.run_id
 LEFT JOIN p ON p.run_id = r.run_id
 LEFT JOIN o ON o.run_id = r.run_id
 LEFT JOIN pii ON pii.run_id = r.run_id
+LEFT JOIN g ON g.run_id = r.run_id
 ORDER BY array_position(:run_ids, r.run_id)
 """)
 
@@ -364,12 +380,35 @@ ORDER BY p.doc_count, p.n_samples DESC, p.passage_id
 LIMIT :limit
 """)
 
+STITCHED_PASSAGES = _query(
+    "STITCHED_PASSAGES",
+    "Passages stitched from windows of different documents (doc_count 0): listed apart, never rare findings", f"""
+WITH n AS (SELECT count(*) AS samples FROM samples WHERE run_id = :run_id)
+SELECT {_PASSAGE_COLUMNS}
+FROM extracted_passages p CROSS JOIN n
+WHERE p.run_id = :run_id AND NOT p.is_low_entropy AND NOT coalesce(p.is_prompt_copy, false)
+  AND p.doc_count = 0
+ORDER BY p.n_samples DESC, p.n_tokens DESC, p.passage_id
+LIMIT :limit
+""")
+
+SOURCE_DOCUMENTS = _query(
+    "SOURCE_DOCUMENTS",
+    "Corpus documents the run reproduced, by corpus tokens extracted (regions merged per document)", """
+SELECT doc_id, source, doc_tokens, regions, rare_regions, tokens_extracted, share_of_document,
+       n_passages, n_samples, pii_types
+FROM extracted_documents
+WHERE run_id = :run_id
+ORDER BY tokens_extracted DESC, n_samples DESC, doc_id
+LIMIT :limit
+""")
+
 PREVIOUS_RUN = _query(
     "PREVIOUS_RUN", "The latest earlier run of the same model family (e.g. last night's)", """
 SELECT r.run_id, r.started_at, r.status
 FROM runs r JOIN runs cur ON cur.run_id = :run_id
 WHERE r.model_family <=> cur.model_family AND r.started_at < cur.started_at
-ORDER BY r.started_at DESC
+ORDER BY r.started_at DESC, r.run_id DESC
 LIMIT 1
 """)
 
@@ -489,7 +528,8 @@ ORDER BY source
 REPORT_QUERIES = (
     "RUN_INFO", "GROWTH_CURVE", "COMPARE_AT_EQUAL_BUDGETS", "HEADLINE", "PER_SAMPLE_SUMMARY",
     "PASSAGE_FREQUENCY_COUNTS", "PROMPT_STRATEGY_BREAKDOWN", "DOC_COUNT_HISTOGRAM", "TOP_RARE_PASSAGES",
-    "TOP_EMITTED_PASSAGES", "PII_BY_TYPE", "CONFIRMED_AMONG_CHECKED", "RANK_CALIBRATION", "CHANCE_BASELINE",
+    "TOP_EMITTED_PASSAGES", "STITCHED_PASSAGES", "SOURCE_DOCUMENTS", "PII_BY_TYPE", "CONFIRMED_AMONG_CHECKED",
+    "RANK_CALIBRATION", "CHANCE_BASELINE",
 )
 
 

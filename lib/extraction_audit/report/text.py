@@ -19,6 +19,27 @@ def _sampling(raw) -> str:
     return ", ".join(f"{k}={v}" for k, v in settings.items() if v is not None) or "defaults"
 
 
+def scope_line(data) -> str:
+    """Which samples the headline figures cover, and how the budget checkpoint differs: the
+    console, the report and the model card print this same sentence."""
+    main = data.main
+    h, budget = main.headline, main.info.get("budget_tokens")
+    text = (f"Figures are for the whole run: {fmt.number(h['samples'])} samples, "
+            f"{fmt.number(h['generated_tokens'])} generated tokens")
+    rows = data.growth[(data.growth["run_id"] == data.run_id) & (data.growth["budget_tokens"] == budget)] \
+        if "budget_tokens" in data.growth else data.growth.iloc[0:0]
+    if not fmt.is_missing(budget) and len(rows) and int(rows.iloc[0]["n_samples"]) != int(h["samples"] or 0):
+        cp = rows.iloc[0]
+        over = int(h["generated_tokens"] or 0) > int(budget)
+        how = ("overshot it: generation stops after the chunk that crosses the budget" if over
+               else "stopped short of it")
+        text += (f" (budget {fmt.number(budget)}; the run {how}). The budget checkpoint at "
+                 f"{fmt.number(budget)} tokens holds {fmt.number(cp['n_samples'])} samples: "
+                 f"{fmt.number(cp['distinct_passages'])} passages, {fmt.number(cp['distinct_rare_passages'])} rare, "
+                 f"share {fmt.number(cp['share_extracted'], True)} (growth table)")
+    return text + "."
+
+
 def settings_lines(data) -> list[str]:
     main = data.main
     info, h = main.info, main.headline

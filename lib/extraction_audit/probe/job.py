@@ -108,7 +108,8 @@ def run_probe(spark, cfg: AuditConfig, run_id: str, tables: Tables | None = None
                 t0 = time.monotonic()
                 gen_plan = pending.select(
                     F.col("probe_id").alias("sample_id"), F.lit("probe").alias("prompt_strategy"),
-                    F.lit(None).cast("string").alias("prompt_text"), F.col("prefix_token_ids").alias("prompt_token_ids"),
+                    F.lit(None).cast("string").alias("prompt_text"),
+                    F.col("prefix_token_ids").alias("prompt_token_ids"),
                     "seed", F.lit(int(pc.suffix_tokens)).alias("max_new_tokens"),
                     F.lit(None).cast("string").alias("repeat_word"))
                 out = generate_on_executors(gen_plan, n, spec, gen.samples_per_task, profile)

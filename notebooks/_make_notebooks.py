@@ -171,6 +171,35 @@ def build_notebooks() -> dict[str, nbformat.NotebookNode]:
                 code(_sql_cell("PII_BY_TYPE", "spark.sql(bind(PII_BY_TYPE, {\"run_id\": RUN_ID, "
                                               "\"rare_doc_count\": RARE_DOC_COUNT})).toPandas()")),
             ]),
+        "06_known_prefix_probes.ipynb": _notebook(
+            "Known-prefix probes: discoverable memorisation and the recovery share",
+            "The `probe` step prompts the model with the true opening tokens of a stratified random sample of "
+            "corpus positions (by source and by how many documents hold the continuation) and records how often "
+            "it continues them verbatim (greedy, and with the deployed sampling settings). The duplication curve "
+            "is the rate against copies in the corpus; the recovery share is the part of what the model "
+            "reproduces from its opening words that the sampling route found at each budget.",
+            [
+                code(_sql_cell("PROBE_RATES", "spark.sql(bind(PROBE_RATES, {\"run_id\": RUN_ID, "
+                                              "\"approx_similarity\": cfg.probe.approx_similarity})).toPandas()")),
+                md("Weighted rates with bootstrap intervals (each probe stands for its stratum's size), for the run "
+                   "and the run it is compared with:"),
+                code(_sql_cell("PROBE_OUTCOMES", "from extraction_audit.probe.kernels import class_labels\n"
+                                                 "from extraction_audit.probe.summary import duplication_curve, "
+                                                 "recovery_share\n\n"
+                                                 "run_ids = [r for r in (RUN_ID, COMPARE_RUN_ID) if r]\n"
+                                                 "outcomes = spark.sql(bind(PROBE_OUTCOMES, {\"run_ids\": run_ids}))"
+                                                 ".toPandas()\n"
+                                                 "if outcomes.empty:\n"
+                                                 "    print(\"no probes for\", run_ids, \"(add probe to steps)\")\n"
+                                                 "else:\n"
+                                                 "    display(duplication_curve(outcomes, class_labels("
+                                                 "cfg.probe.class_edges), cfg.probe.approx_similarity))")),
+                code(_sql_cell("PROBE_CHECKPOINTS", "checkpoints = spark.sql(bind(PROBE_CHECKPOINTS, "
+                                                    "{\"run_ids\": run_ids})).toPandas()\n"
+                                                    "points = {r: sorted(checkpoints[checkpoints[\"run_id\"] == r]"
+                                                    "[\"budget_tokens\"]) for r in run_ids}\n"
+                                                    "recovery_share(outcomes, points) if not outcomes.empty else None")),
+            ]),
     }
 
 

@@ -19,8 +19,9 @@ from extraction_audit.tables import Tables
 pytestmark = pytest.mark.slow
 
 
-def test_demo_audits_target_and_control_and_writes_the_report(spark, demo_assets, tmp_path, capsys):
-    base = make_config(tmp_path)
+def test_demo_audits_target_and_control_and_writes_the_report(spark, demo_assets, tmp_path, capsys, monkeypatch):
+    # A few known-prefix probes per stratum, generated in one chunk per mode.
+    base = make_config(tmp_path, probe={"per_stratum": 3, "chunk_probes": 4096})
     summary = run_demo(spark, demo_dir=str(demo_assets.root), budget_tokens=3000, base=base)
     out = capsys.readouterr().out
     assert "extraction-audit demo: summary" in out and "top rare passages" in out
@@ -91,3 +92,61 @@ def test_demo_audits_target_and_control_and_writes_the_report(spark, demo_assets
     csv = capsys.readouterr().out.strip().splitlines()
     assert csv[0] == "doc_id,regions,tokens_extracted" and len(csv) - 1 == len(
         tables.read("extracted_documents").where(F.col("run_id") == summary["run_id"]).collect())
+    _check_probes(spark, demo_assets, base, tables, summary, html, monkeypatch)
+
+
+def _check_probes(spark, demo_assets, base, tables, summary, html, monkeypatch):
+    """Planted passages open their documents: given their first 50 tokens the target
+    continues them verbatim, the control checkpoint does not; the report shows the
+    duplication curve and the recovery share; an interrupted probe step resumes to the
+    same rows."""
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    from extraction_audit.demo import demo_config
+    from extraction_audit.probe import job as probe_job
+
+    run_id, control_id = summary["run_id"], summary["control_run_id"]
+    probes = tables.read("probes").where(F.col("mode") == "greedy").toPandas()
+    tok = AutoTokenizer.from_pretrained(demo_assets.tokenizer_dir)
+    openings = {tuple(tok(p["text"], add_special_tokens=False)["input_ids"][:50]) for p in demo_assets.rare_passages()}
+    planted = probes[[tuple(x) in openings for x in probes["prefix_token_ids"]]]
+    target, control = planted[planted["run_id"] == run_id], planted[planted["run_id"] == control_id]
+    assert len(target) >= 1
+    by_run = {r: set(probes[probes["run_id"] == r]["probe_id"]) for r in (run_id, control_id)}
+    assert by_run[run_id] == by_run[control_id]  # the draw is a function of the seed and the index
+    # Every class present in the demo corpus is drawn (nothing is in 100+ of its 300 documents).
+    assert set(probes["doc_count_class"]) == {"1", "2-9", "10-99"}
+    assert target["exact"].all() and (target["edit_similarity"] == 1.0).all()
+    assert not control["exact"].any() and (control["edit_similarity"] < 0.9).all()
+
+    figures = summary["probes"]
+    assert {r["run_id"] for r in figures["by_class"]} == {run_id, control_id}
+    text = html.read_text(encoding="utf-8")
+    assert "Duplication curve" in text and "Recovery share of the sampling route" in text
+    recovery = [r for r in figures["recovery"] if r["run_id"] == run_id]
+    rows = probes[(probes["run_id"] == run_id) & probes["exact"]]
+    assert recovery[-1]["reproduced"] == len(rows)
+    assert recovery[-1]["found"] == int(rows["found_by_sampling"].sum())
+
+    # Resume: drop the target's sampled rows, fail after the first committed chunk, rerun.
+    cfg = demo_config(demo_assets, base.model_copy(update={"probe": base.probe.model_copy(
+        update={"chunk_probes": 8})}))
+    key = ["probe_id", "mode"]
+    before = (tables.read("probes").where(F.col("run_id") == run_id).drop("created_at").toPandas()
+              .sort_values(key).reset_index(drop=True))
+    tables.delete("probes", (F.col("run_id") == run_id) & (F.col("mode") == "sampled"))
+
+    def fail(run, mode, chunk):
+        raise RuntimeError("killed after the first committed chunk")
+
+    monkeypatch.setattr(probe_job, "_after_commit", fail)
+    with pytest.raises(RuntimeError, match="killed"):
+        probe_job.run_probe(spark, cfg, run_id, tables, scratch=str(Path(base.storage.warehouse) / "_probe_resume"))
+    partial = tables.read("probes").where((F.col("run_id") == run_id) & (F.col("mode") == "sampled")).count()
+    assert 0 < partial < len(before) // 2
+    monkeypatch.setattr(probe_job, "_after_commit", lambda *a: None)
+    probe_job.run_probe(spark, cfg, run_id, tables, scratch=str(Path(base.storage.warehouse) / "_probe_resume"))
+    after = (tables.read("probes").where(F.col("run_id") == run_id).drop("created_at").toPandas()
+             .sort_values(key).reset_index(drop=True))
+    pd.testing.assert_frame_equal(before.astype(str), after[before.columns].astype(str))

@@ -284,6 +284,44 @@ class ReportConfig(Section):
     holdout_sequence_tokens: int | None = Field(None, ge=2)  # default: generation.sampling.max_new_tokens
 
 
+class ProbeConfig(Section):
+    """Known-prefix probes (``extraction_audit.probe``): discoverable memorisation.
+
+    A stratified random sample of corpus positions (per source and per document-count class
+    of the continuation); the ``prefix_tokens`` before each position are the prompt, the
+    next ``suffix_tokens`` the target, continued greedily and with the run's sampling
+    settings.  Runs as a step of ``audit`` when ``probe`` is listed in ``steps``."""
+
+    enabled: bool = True
+    # document_start: the prompt is a document's first prefix_tokens tokens (the model-card
+    # convention: a prefix of a training document); anywhere: any offset in a document.
+    positions: Literal["document_start", "anywhere"] = "document_start"
+    prefix_tokens: int = Field(50, ge=1)
+    suffix_tokens: int = Field(50, ge=2)
+    per_stratum: int = Field(100, ge=1)        # probes per (source, document-count class)
+    max_probes: int = Field(100_000, ge=1)     # refuse a draw larger than this
+    # Lower edges of the document-count classes: [1, 2, 10, 100] -> 1, 2-9, 10-99, 100+.
+    class_edges: list[int] = Field(default_factory=lambda: [1, 2, 10, 100])
+    modes: list[Literal["greedy", "sampled"]] = Field(default_factory=lambda: ["greedy", "sampled"])
+    approx_similarity: float = Field(0.9, gt=0, le=1)  # token edit similarity counted as "nearly verbatim"
+    seed: int = 0
+    chunk_probes: int = Field(2048, ge=1)      # probes generated and committed per round (per mode)
+
+    @field_validator("class_edges")
+    @classmethod
+    def _edges(cls, v: list[int]) -> list[int]:
+        if not v or v[0] != 1 or any(b <= a for a, b in zip(v, v[1:])):
+            raise ValueError("probe.class_edges must start at 1 and increase strictly, e.g. [1, 2, 10, 100]")
+        return v
+
+    @field_validator("modes")
+    @classmethod
+    def _modes(cls, v: list[str]) -> list[str]:
+        if not v or len(set(v)) != len(v):
+            raise ValueError("probe.modes must list greedy and/or sampled, each once")
+        return v
+
+
 class AuditConfig(Section):
     """The whole configuration: one YAML file."""
 
@@ -297,7 +335,8 @@ class AuditConfig(Section):
     pii: PiiConfig = Field(default_factory=PiiConfig)
     rank: RankConfig = Field(default_factory=RankConfig)
     report: ReportConfig = Field(default_factory=ReportConfig)
-    steps: list[Literal["index", "generate", "match", "pii", "rank", "report"]] = Field(
+    probe: ProbeConfig = Field(default_factory=ProbeConfig)
+    steps: list[Literal["index", "generate", "match", "pii", "rank", "probe", "report"]] = Field(
         default_factory=lambda: ["index", "generate", "match", "pii", "rank", "report"]
     )
     base_dir: str | None = Field(None, exclude=True)
@@ -308,6 +347,13 @@ class AuditConfig(Section):
         if len(set(v)) != len(v):
             raise ValueError("steps must not repeat a step")
         return v
+
+    @model_validator(mode="after")
+    def _probe_fits_index(self) -> "AuditConfig":
+        if self.probe.suffix_tokens < self.index.n:
+            raise ValueError(f"probe.suffix_tokens ({self.probe.suffix_tokens}) must be at least index.n "
+                             f"({self.index.n}): a probe's continuation is found in the index by its n-grams")
+        return self
 
     def resolve(self, path: str | None) -> str | None:
         """Resolve a relative path from the config against ``base_dir`` (the working dir).

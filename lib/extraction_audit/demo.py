@@ -39,6 +39,9 @@ def demo_config(assets, base: AuditConfig | None = None, budget_tokens: int = 20
         {"strategy": "empty", "share": 0.3},
     ]
     data["report"]["holdout_source"] = str(assets.holdout_path)
+    # Known-prefix probes of document openings: the planted passages open their documents.
+    if "probe" not in data["steps"]:
+        data["steps"] = [*data["steps"], "probe"]
     if not data["pii"].get("hmac_key") and not os.environ.get(data["pii"]["hmac_key_env"]):
         data["pii"]["hmac_key"] = demo_pii_key(Path(assets.root))
     if warehouse:
@@ -76,7 +79,7 @@ def run_demo(spark=None, demo_dir: str = "./ea-data/demo", budget_tokens: int = 
     control_cfg.model.path = str(assets.reference_model_dir)
     control_cfg.model.name = "demo-tiny-gpt2-early-checkpoint"
     control_cfg.model.family = "demo-tiny-gpt2-early-checkpoint"
-    control_cfg.steps = [s for s in cfg.steps if s in ("index", "generate", "match", "pii")]
+    control_cfg.steps = [s for s in cfg.steps if s in ("index", "generate", "match", "pii", "probe")]
     control = run_audit(spark, control_cfg, run_id=new_run_id(f"{run_prefix}-control"))
 
     target = run_audit(spark, cfg, run_id=new_run_id(run_prefix), control_run_id=control["run_id"],
@@ -91,6 +94,7 @@ def run_demo(spark=None, demo_dir: str = "./ea-data/demo", budget_tokens: int = 
     key_file = Path(assets.root) / "pii-demo-key"
     if key_file.is_file() and not os.environ.get(cfg.pii.hmac_key_env):
         summary["pii_key_path"] = str(key_file)
+    summary["probes"] = probe_summary(spark, cfg, target["run_id"], control["run_id"])
     print(format_summary(summary, cfg))
     return summary
 
@@ -183,6 +187,7 @@ def format_summary(summary: dict, cfg: AuditConfig) -> str:
             auc = "n/a" if c.get("auc") is None else f"{c['auc']:.3f}"
             k = fmt.k_label(c.get("k_requested", c["k"]), c["k"])
             lines.append(f"  {c['score']:<20} k={k:<38} precision={c['precision_at_k']:.3f} auc={auc}")
+    lines += format_probe_summary(summary.get("probes"), summary["run_id"])
     lines.append(f"tables: {summary['warehouse']} (Delta folders)")
     report = summary.get("report") or {}
     if report.get("html"):
@@ -222,3 +227,35 @@ def write_demo_config(cfg: AuditConfig, path: Path) -> Path:
     data["report"]["output_dir"] = cfg.resolve(cfg.report.output_dir)
     path.write_text(json.dumps(data, indent=2), encoding="utf-8")
     return path
+
+
+def probe_summary(spark, cfg: AuditConfig, run_id: str, control_run_id: str | None) -> dict | None:
+    """Known-prefix probe figures of the target and control (``report.probes``), or None."""
+    from .report import queries as Q
+    from .report.probes import collect, to_json
+
+    Q.use_tables(spark, cfg)
+    return to_json(collect(lambda name, **p: Q.run_query(spark, name, **p), cfg,
+                           [r for r in (run_id, control_run_id) if r]))
+
+
+def format_probe_summary(probes: dict | None, run_id: str) -> list[str]:
+    if not probes:
+        return []
+
+    def pct(v) -> str:
+        return "–" if v is None or v != v else f"{v:.0%}"
+
+    lines = ["known-prefix probes, greedy (exact / edit similarity >= "
+             f"{probes['approx_similarity']:g}), by documents holding the continuation:"]
+    for row in probes["by_class"]:
+        if row["mode"] == "greedy":
+            label = "target " if row["run_id"] == run_id else "control"
+            lines.append(f"  {label} {row['doc_count_class']:>6}: {row['probes']:>3} probes, exact "
+                         f"{pct(row['exact_rate'])} ({pct(row['exact_low'])}-{pct(row['exact_high'])}), approx "
+                         f"{pct(row['approx_rate'])}")
+    for row in probes["recovery"]:
+        if row["run_id"] == run_id:
+            lines.append(f"  recovery share at {row['budget_tokens']:>6} tokens: {row['found']}/{row['reproduced']} "
+                         f"= {pct(row['share'])} ({pct(row['share_low'])}-{pct(row['share_high'])})")
+    return lines

@@ -21,7 +21,8 @@ from typing import Any, Callable
 from .config import AuditConfig
 from .errors import UserFacingError
 
-STEP_ORDER = ("index", "generate", "import_samples", "match", "pii", "metrics", "rank", "calibrate", "report")
+STEP_ORDER = ("index", "generate", "import_samples", "match", "pii", "metrics", "rank", "calibrate", "probe",
+              "report")
 SAMPLE_SOURCES = ("generate", "import_samples")
 
 
@@ -197,6 +198,12 @@ def _calibrate(ctx: StageContext) -> dict:
             .to_dict(orient="records") if len(result) else []}
 
 
+def _probe(ctx: StageContext) -> dict:
+    from .probe import run_probe
+
+    return run_probe(ctx.spark, ctx.cfg, ctx.run_id, tables=ctx.tables, scratch=ctx.scratch)
+
+
 def _report(ctx: StageContext) -> dict:
     from .report import build_report
 
@@ -242,5 +249,7 @@ register(Stage("metrics", _metrics, reads=("samples", "passage_occurrences", "ex
 register(Stage("rank", _rank, reads=("samples",), writes=("candidates",), depends_on=SAMPLE_SOURCES))
 register(Stage("calibrate", _calibrate, reads=("candidates", "passage_occurrences", "extracted_passages"),
                writes=("rank_calibration",), depends_on=("rank", "match"), derived=True))
+register(Stage("probe", _probe, reads=("corpus_ngrams", "corpus_documents", "samples", "matched_windows", "probes"),
+               writes=("probes",), depends_on=("index", *SAMPLE_SOURCES, "match")))
 register(Stage("report", _report, reads=("every findings table",), writes=("chance_baseline", "report files"),
-               depends_on=("metrics", "calibrate")))
+               depends_on=("metrics", "calibrate", "probe")))

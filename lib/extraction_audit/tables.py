@@ -547,6 +547,43 @@ CHANCE_BASELINE = _table(TableSpec(
     key=("run_id", "source"),
 ))
 
+PROBES = _table(TableSpec(
+    "probes",
+    "Known-prefix probes (discoverable memorisation): a stratified random sample of corpus positions, the "
+    "prefix_tokens before each as the prompt and the next suffix_tokens as the target, continued greedily "
+    "and with the run's sampling settings. One row per run, probe and mode.",
+    (
+        RUN_ID,
+        ("probe_id", "BIGINT", "Probe: xxhash64 of (doc_id, start), the same for every run drawing that position"),
+        ("mode", "STRING", "greedy (top-1 decoding) or sampled (the run's deployed sampling settings)"),
+        ("doc_id", "STRING", "Corpus document the probe was taken from"),
+        ("source", "STRING", "corpus_documents.source of the document (a stratum of the draw)"),
+        ("start", "INT", "Token offset of the prefix in the document (the suffix starts at start + prefix length)"),
+        ("prefix_token_ids", "ARRAY<INT>", "Prompt: the document's tokens [start, start + probe.prefix_tokens)"),
+        ("suffix_token_ids", "ARRAY<INT>", "Target: the next probe.suffix_tokens tokens of the document"),
+        ("continuation_ids", "ARRAY<INT>", "What the model generated after the prefix (at most suffix length; "
+                                           "shorter when it ended the text)"),
+        ("exact", "BOOLEAN", "The continuation equals the suffix token for token"),
+        ("longest_match", "INT", "Longest run of consecutive tokens the continuation shares verbatim with the "
+                                 "suffix (longest common substring, in tokens)"),
+        ("edit_similarity", "DOUBLE", "1 - token Levenshtein distance / max(length): 1.0 is exact (rapidfuzz "
+                                      "normalized similarity on token ids)"),
+        ("suffix_doc_count", "BIGINT", "Corpus documents holding the suffix's first index.n tokens "
+                                       "(corpus_ngrams.doc_count)"),
+        ("doc_count_class", "STRING", "Document-count class of the suffix: 1, 2-9, 10-99, 100+ (probe.class_edges)"),
+        ("stratum_size", "BIGINT", "Distinct drawable continuations in the probe's (source, doc_count_class) "
+                                   "stratum: the weight that makes pooled rates corpus-representative"),
+        ("seed", "BIGINT", "Sampling seed of the sampled mode (from probe.seed and probe_id)"),
+        ("found_by_sampling", "BOOLEAN", "Every index.n-token window of the suffix is among the run's verified "
+                                         "matched_windows: the sampling route emitted this passage"),
+        ("found_at_tokens", "BIGINT", "Cumulative generated tokens of the run (samples in sample_id order) when "
+                                      "sampling had emitted every window of the suffix; NULL if never"),
+        ("created_at", "TIMESTAMP", "When the probe was generated"),
+    ),
+    key=("run_id", "probe_id", "mode"),
+    partition_by=("run_id",),
+))
+
 
 T = TypeVar("T")
 

@@ -215,9 +215,8 @@ def generate_chunk(spark, tables: Tables, run_id: str, plan, spec: WorkerSpec, s
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    n_tasks = max(1, math.ceil(len(plan) / samples_per_task))
-    plan_df = spark.createDataFrame(plan, schema=PLAN_DDL).repartition(n_tasks)
-    samples = plan_df.mapInArrow(partial(generate_batches, spec=spec), WORKER_OUTPUT_DDL, profile=profile)
+    plan_df = spark.createDataFrame(plan, schema=PLAN_DDL)
+    samples = generate_on_executors(plan_df, len(plan), spec, samples_per_task, profile)
     samples = samples.withColumn("run_id", F.lit(run_id)).withColumn("created_at", F.current_timestamp())
     samples = samples.persist(StorageLevel.MEMORY_AND_DISK)
     try:
@@ -227,6 +226,15 @@ def generate_chunk(spark, tables: Tables, run_id: str, plan, spec: WorkerSpec, s
     finally:
         samples.unpersist()
     return int(row["n"] or 0), int(row["t"] or 0), int(row["eos"] or 0)
+
+
+def generate_on_executors(plan_df, n_rows: int, spec: WorkerSpec, samples_per_task: int, profile=None):
+    """The generated rows (``WORKER_OUTPUT_DDL``) for a plan DataFrame (``PLAN_DDL``): the
+    plan is spread over ``ceil(n_rows / samples_per_task)`` tasks, each running the backend
+    once per Python worker.  Shared by ``generate`` and the known-prefix probes."""
+    n_tasks = max(1, math.ceil(n_rows / samples_per_task))
+    return plan_df.repartition(n_tasks).mapInArrow(partial(generate_batches, spec=spec), WORKER_OUTPUT_DDL,
+                                                   profile=profile)
 
 
 def check_context(plan, context: int | None) -> None:

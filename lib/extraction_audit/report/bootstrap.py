@@ -77,11 +77,21 @@ def interval(stat: str, value: float | None, replicates: np.ndarray, confidence:
     if value is None or not np.isfinite(value) or len(reps) < 2:
         return Estimate(value)
     if stat in PERCENTILE_STATS:
-        alpha = 1 - confidence
-        low, high = np.quantile(reps, [alpha / 2, 1 - alpha / 2])
-        return Estimate(float(value), float(low), float(high), PERCENTILE_METHOD)
+        return percentile_interval(value, reps, confidence)
     half = z_value(confidence) * float(reps.std(ddof=1))
     return Estimate(float(value), float(value - half), float(value + half), SE_METHOD)
+
+
+def percentile_interval(value: float | None, replicates: np.ndarray, confidence: float,
+                        method: str = PERCENTILE_METHOD) -> Estimate:
+    """Percentile interval of a share from its bootstrap replicates (also used by the probes)."""
+    reps = np.asarray(replicates, dtype=float)
+    reps = reps[np.isfinite(reps)]
+    if value is None or not np.isfinite(value) or len(reps) < 2:
+        return Estimate(value)
+    alpha = 1 - confidence
+    low, high = np.quantile(reps, [alpha / 2, 1 - alpha / 2])
+    return Estimate(float(value), float(low), float(high), method)
 
 
 def difference(stat: str, value_a, reps_a, value_b, reps_b, confidence: float) -> Estimate:

@@ -80,6 +80,7 @@ class ReportData:
     missing_tables: list[str]
     warnings: list[str]
     raw_pii_shown: bool = False                    # storage.allow_raw_pii: passage text not masked
+    probes: object = None                          # report.probes.ProbeFigures when a run has probes
 
     @property
     def main(self) -> RunResult:
@@ -189,6 +190,9 @@ def collect_report_data(spark, cfg: AuditConfig, run_id: str, compare_run_ids=()
     tables["PII_BY_TYPE"] = with_heldout_figures(tables["PII_BY_TYPE"])
     if growth[growth["run_id"] == run_id].empty:
         warnings.append(f"run_metrics has no rows for {run_id}: run the match step to get growth curves.")
+    from .probes import collect as collect_probes
+
+    probe_figures = collect_probes(q, cfg, all_ids)
     return ReportData(
         run_id=run_id, compare_run_ids=compare,
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -196,7 +200,7 @@ def collect_report_data(spark, cfg: AuditConfig, run_id: str, compare_run_ids=()
         redact_passages=rc.redact_passages, raw_pii_shown=cfg.storage.allow_raw_pii, labels=labels, runs=runs,
         growth=growth,
         comparisons=comparisons, tables=tables, queries_run=q.log,
-        missing_tables=[m for m in missing if m in Q.QUERY_TABLES], warnings=warnings,
+        missing_tables=[m for m in missing if m in Q.QUERY_TABLES], warnings=warnings, probes=probe_figures,
     )
 
 
@@ -326,6 +330,7 @@ def build_report(spark, cfg: AuditConfig, run_id: str, compare_run_ids=(), out_d
     from . import html as html_render
     from . import markdown as md_render
     from .plots import doc_count_histogram_png, growth_curve_png
+    from .probes import duplication_curve_png as probe_figures_png
 
     started = time.time()
     data = collect_report_data(spark, cfg, run_id, compare_run_ids, include_control)
@@ -340,6 +345,7 @@ def build_report(spark, cfg: AuditConfig, run_id: str, compare_run_ids=(), out_d
             baseline_share=_baseline_share(data),
             crossings=[c for comp in data.comparisons for c in comp.crossings]),
         "doc_count_histogram": doc_count_histogram_png(data.tables["DOC_COUNT_HISTOGRAM"]),
+        "probe_duplication_curve": probe_figures_png(data.probes, data.labels) if data.probes else None,
     }
     figure_paths = {}
     for name, png in figures.items():
@@ -413,6 +419,8 @@ def _is_nan(value) -> bool:
 
 def report_json(data: ReportData) -> dict:
     """Every number in the report, machine-readable (what the tests compare with SQL)."""
+    from .probes import to_json as probes_json
+
     return {
         "run_id": data.run_id,
         "compare_run_ids": data.compare_run_ids,
@@ -444,4 +452,5 @@ def report_json(data: ReportData) -> dict:
         "queries_run": data.queries_run,
         "missing_tables": data.missing_tables,
         "warnings": data.warnings,
+        "probes": probes_json(data.probes),
     }

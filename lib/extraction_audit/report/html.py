@@ -338,6 +338,10 @@ def render(data, figures: dict[str, bytes | None]) -> str:
                 ("auc", "ROC AUC", ""), ("n_positive", "positives", "num"), ("n_ranked", "ranked", "num")]))
 
     # -- limitations and appendix ---------------------------------------------------------------
+    from .probes import html_section as probe_section
+
+    parts.append(probe_section(getattr(data, "probes", None), data.labels,
+                               figures.get("probe_duplication_curve"), _img))
     parts += ["<h2 id='limitations'>Limitations</h2>"]
     parts += [f"<p>{escape(p)}</p>" for p in limitations(data)]
     parts.append("<h2 id='queries'>Queries</h2><p class='note'>Every figure above is the result of one of these "

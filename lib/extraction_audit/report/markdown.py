@@ -76,5 +76,8 @@ def render(data, figure_files: dict[str, str] | None = None) -> str:
         lines += [f"### {comp.run_id} vs {comp.other_run_id} at equal budgets", ""]
         lines += [f"- {s}" for s in comp.sentences]
         lines.append("")
+    from .probes import markdown_lines as probe_lines
+
+    lines += probe_lines(getattr(data, "probes", None), data.labels)
     lines += ["### Limitations", "", " ".join(limitations(data)), ""]
     return "\n".join(lines)

@@ -25,7 +25,7 @@ from ..ids import id_literal
 QUERY_TABLES = (
     "runs", "samples", "passage_occurrences", "extracted_passages", "run_metrics", "pii_findings",
     "candidates", "reviews", "rank_calibration", "chance_baseline", "corpus_documents",
-    "extracted_regions", "extracted_documents",
+    "extracted_regions", "extracted_documents", "probes",
 )
 
 
@@ -524,12 +524,43 @@ WHERE run_id = :run_id
 ORDER BY source
 """)
 
+# Known-prefix probes (``probe`` step): per-probe outcomes (bounded by probe.max_probes) for
+# the bootstrap in ``probe.summary``, and the budget checkpoints of the recovery share.
+_query(
+    "PROBE_OUTCOMES", "Known-prefix probes: one row per run, probe and mode", """
+SELECT run_id, probe_id, mode, source, doc_count_class, suffix_doc_count, stratum_size, exact, longest_match,
+       edit_similarity, found_by_sampling, found_at_tokens
+FROM probes
+WHERE array_contains(:run_ids, run_id)
+ORDER BY run_id, mode, probe_id
+""")
+
+_query(
+    "PROBE_RATES", "Discoverable memorisation by document-count class (unweighted, for SQL users)", """
+SELECT run_id, mode, doc_count_class, count(*) AS probes, avg(CAST(exact AS DOUBLE)) AS exact_rate,
+       avg(CAST(edit_similarity >= :approx_similarity AS DOUBLE)) AS approx_rate,
+       avg(CAST(found_by_sampling AS DOUBLE)) AS found_by_sampling_rate
+FROM probes
+WHERE run_id = :run_id
+GROUP BY run_id, mode, doc_count_class
+ORDER BY mode, min(suffix_doc_count)
+""")
+
+_query(
+    "PROBE_CHECKPOINTS", "Budget checkpoints of each run (for the recovery share)", """
+SELECT run_id, budget_tokens
+FROM run_metrics
+WHERE array_contains(:run_ids, run_id)
+ORDER BY run_id, budget_tokens
+""")
+
 # Queries the HTML report runs (in order); the others are for notebooks.
 REPORT_QUERIES = (
     "RUN_INFO", "GROWTH_CURVE", "COMPARE_AT_EQUAL_BUDGETS", "HEADLINE", "PER_SAMPLE_SUMMARY",
     "PASSAGE_FREQUENCY_COUNTS", "PROMPT_STRATEGY_BREAKDOWN", "DOC_COUNT_HISTOGRAM", "TOP_RARE_PASSAGES",
     "TOP_EMITTED_PASSAGES", "STITCHED_PASSAGES", "SOURCE_DOCUMENTS", "PII_BY_TYPE", "CONFIRMED_AMONG_CHECKED",
     "RANK_CALIBRATION", "CHANCE_BASELINE",
+    "PROBE_OUTCOMES", "PROBE_CHECKPOINTS",
 )
 
 

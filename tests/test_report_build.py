@@ -398,7 +398,7 @@ def test_cli_prints_paths_and_rejects_unknown_runs(small, capsys):
 def test_every_query_compiles(spark, small):
     Q.use_tables(spark, small["cfg"])
     values = {"run_ids": [RUN_A], "run_id": RUN_A, "other_run_id": RUN_B, "rare_doc_count": 2, "redact": False,
-              "limit": 3, "z": 1.96}
+              "limit": 3, "z": 1.96, "approx_similarity": 0.9}
     for name, query in Q.QUERIES.items():
         spark.sql(Q.bind(query.sql, values)).schema   # analysis fails loudly
 

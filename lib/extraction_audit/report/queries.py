@@ -334,63 +334,46 @@ _PASSAGE_COLUMNS = f"""
        p.doc_count, p.doc_count_is_exact, p.example_doc_ids, p.first_seen_run_id,
        CASE WHEN :redact THEN concat('[redacted passage, ', p.n_tokens, ' tokens]') ELSE p.text END AS text"""
 
-TOP_RARE_PASSAGES = _query(
+
+def _passage_query(name: str, title: str, condition: str, order: str) -> str:
+    """A list of a run's counted passages (not filler, not prompt copies) with their emission
+    rate per sample; ``condition`` narrows it, ``order`` ends with the passage id (ties)."""
+    return _query(name, title, f"""
+WITH n AS (SELECT count(*) AS samples FROM samples WHERE run_id = :run_id)
+SELECT {_PASSAGE_COLUMNS}
+FROM extracted_passages p CROSS JOIN n
+WHERE p.run_id = :run_id AND NOT p.is_low_entropy AND NOT coalesce(p.is_prompt_copy, false){condition}
+ORDER BY {order}
+LIMIT :limit
+""")
+
+
+_BY_EMISSION = "p.n_samples DESC, p.n_tokens DESC, p.passage_id"
+_BY_DOC_COUNT = "p.doc_count, p.n_samples DESC, p.passage_id"
+
+TOP_RARE_PASSAGES = _passage_query(
     "TOP_RARE_PASSAGES",
-    "Most emitted rare passages (in 1 or 2 corpus documents), with emission rate per sample", f"""
-WITH n AS (SELECT count(*) AS samples FROM samples WHERE run_id = :run_id)
-SELECT {_PASSAGE_COLUMNS}
-FROM extracted_passages p CROSS JOIN n
-WHERE p.run_id = :run_id AND NOT p.is_low_entropy AND NOT coalesce(p.is_prompt_copy, false)
-  AND p.doc_count BETWEEN 1 AND :rare_doc_count
-ORDER BY p.n_samples DESC, p.n_tokens DESC, p.passage_id
-LIMIT :limit
-""")
+    "Most emitted rare passages (in 1 or 2 corpus documents), with emission rate per sample",
+    "\n  AND p.doc_count BETWEEN 1 AND :rare_doc_count", _BY_EMISSION)
 
-TOP_EMITTED_PASSAGES = _query(
+TOP_EMITTED_PASSAGES = _passage_query(
     "TOP_EMITTED_PASSAGES",
-    "Passages with the highest emission rate per sample (any document count)", f"""
-WITH n AS (SELECT count(*) AS samples FROM samples WHERE run_id = :run_id)
-SELECT {_PASSAGE_COLUMNS}
-FROM extracted_passages p CROSS JOIN n
-WHERE p.run_id = :run_id AND NOT p.is_low_entropy AND NOT coalesce(p.is_prompt_copy, false)
-ORDER BY p.n_samples DESC, p.n_tokens DESC, p.passage_id
-LIMIT :limit
-""")
+    "Passages with the highest emission rate per sample (any document count)", "", _BY_EMISSION)
 
-NEW_PASSAGES = _query(
-    "NEW_PASSAGES", "Passages this run emitted first within its model family", f"""
-WITH n AS (SELECT count(*) AS samples FROM samples WHERE run_id = :run_id)
-SELECT {_PASSAGE_COLUMNS}
-FROM extracted_passages p CROSS JOIN n
-WHERE p.run_id = :run_id AND NOT p.is_low_entropy AND NOT coalesce(p.is_prompt_copy, false)
-  AND p.first_seen_run_id = :run_id
-ORDER BY p.doc_count, p.n_samples DESC, p.passage_id
-LIMIT :limit
-""")
+NEW_PASSAGES = _passage_query(
+    "NEW_PASSAGES", "Passages this run emitted first within its model family",
+    "\n  AND p.first_seen_run_id = :run_id", _BY_DOC_COUNT)
 
-PASSAGES_NOT_IN_RUN = _query(
-    "PASSAGES_NOT_IN_RUN", "Passages of a run that another (e.g. last night's) run did not emit", f"""
-WITH n AS (SELECT count(*) AS samples FROM samples WHERE run_id = :run_id)
-SELECT {_PASSAGE_COLUMNS}
-FROM extracted_passages p CROSS JOIN n
-WHERE p.run_id = :run_id AND NOT p.is_low_entropy AND NOT coalesce(p.is_prompt_copy, false)
+PASSAGES_NOT_IN_RUN = _passage_query(
+    "PASSAGES_NOT_IN_RUN", "Passages of a run that another (e.g. last night's) run did not emit",
+    """
   AND NOT EXISTS (SELECT 1 FROM extracted_passages q
-                  WHERE q.run_id = :other_run_id AND q.passage_id = p.passage_id)
-ORDER BY p.doc_count, p.n_samples DESC, p.passage_id
-LIMIT :limit
-""")
+                  WHERE q.run_id = :other_run_id AND q.passage_id = p.passage_id)""", _BY_DOC_COUNT)
 
-STITCHED_PASSAGES = _query(
+STITCHED_PASSAGES = _passage_query(
     "STITCHED_PASSAGES",
-    "Passages stitched from windows of different documents (doc_count 0): listed apart, never rare findings", f"""
-WITH n AS (SELECT count(*) AS samples FROM samples WHERE run_id = :run_id)
-SELECT {_PASSAGE_COLUMNS}
-FROM extracted_passages p CROSS JOIN n
-WHERE p.run_id = :run_id AND NOT p.is_low_entropy AND NOT coalesce(p.is_prompt_copy, false)
-  AND p.doc_count = 0
-ORDER BY p.n_samples DESC, p.n_tokens DESC, p.passage_id
-LIMIT :limit
-""")
+    "Passages stitched from windows of different documents (doc_count 0): listed apart, never rare findings",
+    "\n  AND p.doc_count = 0", _BY_EMISSION)
 
 SOURCE_DOCUMENTS = _query(
     "SOURCE_DOCUMENTS",

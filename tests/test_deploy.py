@@ -64,6 +64,35 @@ def test_bundle_tasks_parse_with_the_cli_and_reference_existing_files():
     assert generate["job_cluster_key"] == "gpu"
 
 
+def test_bundle_has_a_task_for_every_step_and_orders_them_like_the_runner():
+    """A step without a task (or a task ordered before what it needs) leaves the run
+    incomplete: the report task would refuse to start."""
+    from extraction_audit.stages import SAMPLE_SOURCES, STEP_ORDER, get_stage
+
+    _, _, jobs = bundle_tasks()
+    (job,) = jobs.values()
+    deps = {t["task_key"]: {d["task_key"] for d in t.get("depends_on", [])} for t in job["tasks"]}
+
+    def upstream(task: str) -> set[str]:
+        seen, todo = set(), list(deps[task])
+        while todo:
+            t = todo.pop()
+            if t not in seen:
+                seen.add(t)
+                todo.extend(deps[t])
+        return seen
+
+    cli_steps = {s for s in STEP_ORDER if s != "import_samples" and not get_stage(s).derived}
+    assert cli_steps == set(deps), "one bundle task per user-facing step"
+    for task in deps:
+        needed = {d for d in get_stage(task).depends_on if d in deps and d not in SAMPLE_SOURCES}
+        needed |= {"generate"} if set(get_stage(task).depends_on) & set(SAMPLE_SOURCES) else set()
+        assert needed <= upstream(task), f"task {task} does not wait for {sorted(needed - upstream(task))}"
+    for derived in (s for s in STEP_ORDER if get_stage(s).derived):
+        # a derived step runs inside the task of its last dependency; report must follow them all
+        assert set(get_stage(derived).depends_on) & set(deps) <= upstream("report") | {"report"}
+
+
 def test_cluster_configs_validate():
     for name in ("local.yaml", "cluster-databricks.yaml", "cluster-yarn.yaml"):
         cfg = load_config(ROOT / "conf" / name)

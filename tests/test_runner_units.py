@@ -87,6 +87,10 @@ def test_ordered_equals_a_global_sort_across_many_ranges(spark, tmp_path):
     # Without a scratch folder (local checkpoint) and without groups.
     plain = ordered(df, [F.col("sample_id").asc()], row_number="rn", parts=5).toPandas().sort_values("sample_id")
     assert (plain["rn"].to_numpy() == np.arange(1, n + 1)).all()
+    # No rows at all (a run with no samples yet): an empty result with the new columns.
+    empty = ordered(df.limit(0), [F.col("sample_id").asc()], partition_by=["group"], row_number="rn",
+                    running_sums={"cum": F.col("tokens")}, parts=3)
+    assert empty.count() == 0 and {"rn", "cum"} <= set(empty.columns)
 
 
 def test_a_derived_step_claimed_by_two_processes_at_once_runs_once(spark, tmp_path):

@@ -39,11 +39,12 @@ def ordered(df, order: Sequence, *, partition_by: Sequence[str] = (), row_number
         ranged = ranged.localCheckpoint(eager=True)
 
     group = ["_ord_range", *partition_by]
-    totals = ranged.groupBy(*group).agg(F.count(F.lit(1)).alias("_ord_n"),
-                                        *[F.sum(name).alias(f"{name}_t") for name in summed]).toPandas()
+    per_range = ranged.groupBy(*group).agg(F.count(F.lit(1)).alias("_ord_n"),
+                                           *[F.sum(name).alias(f"{name}_t") for name in summed])
+    totals = per_range.toPandas()
     offsets = _preceding_totals(totals, list(partition_by), ["_ord_n", *[f"{n}_t" for n in summed]])
-    offsets_df = spark.createDataFrame(offsets) if len(offsets) else spark.createDataFrame(
-        [], ranged.select(*group).schema.add("_ord_n", "long"))
+    # Empty input: no ranges, but the join below still needs every offset column.
+    offsets_df = spark.createDataFrame(offsets) if len(offsets) else spark.createDataFrame([], per_range.schema)
     out = ranged.join(F.broadcast(offsets_df), group, "left")
     w = Window.partitionBy(*group).orderBy(*order)
     if row_number:

@@ -97,10 +97,12 @@ def demo_assets(tmp_path_factory):
     return ensure_demo_assets(root)
 
 
-# Measured minutes per module on 2 cores (longest first): the parallel workers (``-n 2
-# --dist loadfile``) start the long end-to-end modules first instead of ending on one of them.
-_MODULE_MINUTES = {"test_audit_faults": 12, "test_runner_production": 9, "test_demo": 5, "test_match": 5,
-                   "test_pii_demo": 3, "test_generate_resume": 3}
+# Measured minutes per module on a busy 2-core machine (2026-12-01, longest first): the
+# parallel workers (``-n 2 --dist loadfile``) start the long end-to-end modules first
+# instead of ending on one of them.
+_MODULE_MINUTES = {"test_runner_production": 41, "test_audit_faults": 23, "test_match": 16, "test_index": 15,
+                   "test_demo": 12, "test_report_build": 9, "test_pii_spark": 6, "test_generate_import": 4,
+                   "test_generate_job": 4, "test_synthetic": 3, "test_pii_corpus_counts": 3}
 
 
 def pytest_collection_modifyitems(items):

@@ -97,7 +97,8 @@ def test_bundle_tasks_complete_the_run_with_one_row_per_step(spark, bundle_run):
     assert run.status == "complete" and run.finished_at is not None
     steps = tables.read("run_steps").where(F.col("run_id") == RUN).toPandas()
     assert steps["step"].is_unique
-    assert set(steps["step"]) == {"index", "generate", "match", "pii", "metrics", "rank", "calibrate", "probe", "report"}
+    assert set(steps["step"]) == {"index", "generate", "match", "pii", "metrics", "rank", "calibrate", "probe",
+                                  "report"}
     assert (steps["status"] == "done").all() and (steps["attempt"] == 1).all()
     assert (steps["spark_jobs"] > 0).all()
     assert set(run.steps_done) == set(steps["step"])

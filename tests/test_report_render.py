@@ -63,6 +63,11 @@ def test_table_cells_render_lists_arrays_and_missing_values():
     out = html._table(frame, [("a", "A", ""), ("b", "B", ""), ("c", "C", "num"), ("d", "D", "share"),
                               ("e", "E", "passage")])
     assert "d1, d2" in out and "25.00%" in out and "&lt;x&gt;" in out and "<td class=\"num\">–</td>" in out
+    # Intervals and run labels never wrap inside their cell.
+    out = html._table(pd.DataFrame([{"ci": "12.08% – 27.06%", "run": "demo-tiny-gpt2 · 2026-12-01"}]),
+                      [("ci", "95% CI", "interval"), ("run", "run", "label")])
+    assert '<td class="num">12.08% – 27.06%</td>' in out and '<td class="label">demo-tiny-gpt2 · 2026-12-01</td>' in out
+    assert "td.label{white-space:nowrap}" in html._CSS and "td.num{text-align:right;white-space:nowrap}" in html._CSS
 
 
 def test_short_run_labels_capped_k_and_short_ids():
@@ -77,3 +82,7 @@ def test_short_run_labels_capped_k_and_short_ids():
     assert labels["demo-20261130T185545Z-ed5676"] == "demo-tiny-gpt2 · 2026-11-30 · …ed5676"  # same model, same day
     assert fmt.k_label(1000, 41) == "1,000 (capped to 41: all ranked samples)" and fmt.k_label(10, 10) == "10"
     assert fmt.short_id("0123456789abcdef") == "0123456789"
+    assert fmt.timestamp(pd.Timestamp("2026-12-01 03:27:45.017993")) == "2026-12-01 03:27 UTC"
+    assert fmt.timestamp(None) == ""
+    assert html._status_text("running:report") == "running:report (the step writing this report)"
+    assert html._status_text("complete") == "complete"

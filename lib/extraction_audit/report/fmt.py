@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
+
 from .bootstrap import Estimate
 
 def is_missing(value) -> bool:
@@ -60,3 +62,13 @@ def short_id(value, width: int = 10) -> str:
     """The first characters of a sha1 id: enough to find the row (``LIKE 'abc%'``), narrow
     enough to leave the table's width to the passage text."""
     return "" if is_missing(value) else str(value)[:width]
+
+
+def timestamp(value) -> str:
+    """``2026-12-01 03:27 UTC``: minutes are enough to tell runs apart in a key table."""
+    if is_missing(value):
+        return ""
+    try:
+        return pd.Timestamp(value).strftime("%Y-%m-%d %H:%M UTC")
+    except (TypeError, ValueError):
+        return str(value)

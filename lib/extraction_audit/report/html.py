@@ -27,7 +27,7 @@ table{border-collapse:collapse;margin:.6em 0;font-size:.88em}th,td{border:1px so
 vertical-align:top}th{background:#f4f4f4;text-align:left}td.num{text-align:right;white-space:nowrap}
 .meta{color:#555}.note{color:#555;font-size:.9em}.warn{background:#fff4e5;border-left:4px solid #f0a020;
 padding:.5em 1em}.passage{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.85em;min-width:420px;
-max-width:640px;white-space:pre-wrap;word-break:break-word}code.id{font-size:.85em;white-space:nowrap}.q{color:#777;font-size:.8em}img{max-width:100%}
+max-width:640px;white-space:pre-wrap;word-break:break-word}code.id{font-size:.85em;white-space:nowrap}td.label{white-space:nowrap}.q{color:#777;font-size:.8em}img{max-width:100%}
 pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:.82em}details{margin:.3em 0}
 """
 
@@ -53,6 +53,10 @@ def _cell(value, kind: str = "") -> str:
     if kind == "k":
         k_requested, k = value
         return f'<td class="num">{escape(fmt.k_label(k_requested, k))}</td>'
+    if kind == "label":  # short run labels stay on one line
+        return f'<td class="label">{escape("" if fmt.is_missing(value) else str(value))}</td>'
+    if kind == "interval":  # "12.08% – 27.06%" on one line
+        return f'<td class="num">{escape("" if fmt.is_missing(value) else str(value))}</td>'
     if kind == "passage":
         return f'<td class="passage">{escape("" if fmt.is_missing(value) else str(value))}</td>'
     if isinstance(value, (list, tuple, np.ndarray)):
@@ -62,8 +66,14 @@ def _cell(value, kind: str = "") -> str:
     return f"<td>{escape('' if fmt.is_missing(value) else str(value))}</td>"
 
 
+def _status_text(status) -> str:
+    """The report is written inside the run's report step, so the run reads ``running:report``."""
+    status = str(status)
+    return f"{status} (the step writing this report)" if status == "running:report" else status
+
+
 def _table(frame: pd.DataFrame, columns: list[tuple[str, str, str]]) -> str:
-    """columns: (column, header, kind) with kind '', 'num', 'share' or 'passage'."""
+    """columns: (column, header, kind) with kind '', 'num', 'share', 'interval', 'label' or 'passage'."""
     if frame is None or frame.empty:
         return '<p class="note">No rows.</p>'
     head = "".join(f"<th>{escape(h)}</th>" for _, h, _ in columns)
@@ -91,7 +101,7 @@ def render(data, figures: dict[str, bytes | None]) -> str:
         f"<title>Extraction audit report: {escape(data.run_id)}</title><style>{_CSS}</style></head><body>",
         f"<h1>Training-data extraction audit: {escape(data.run_id)}</h1>",
         f"<p class='meta'>Model <b>{escape(str(main.info.get('model_name') or main.info.get('model')))}</b> · corpus "
-        f"<b>{escape(str(main.info.get('corpus_id')))}</b> · run status {escape(str(main.info.get('status')))} · "
+        f"<b>{escape(str(main.info.get('corpus_id')))}</b> · run status {escape(_status_text(main.info.get('status')))} · "
         f"report generated {escape(data.generated_at)}</p>",
     ]
     if data.warnings:
@@ -174,21 +184,24 @@ def render(data, figures: dict[str, bytes | None]) -> str:
                 for b in growth.loc[mask, "budget_tokens"]]
     growth["label"] = [data.labels.get(r, r) for r in growth["run_id"]]
     parts.append(_table(growth, [
-        ("label", "run", ""), ("scope", "rows for", ""), ("budget_tokens", "budget", "num"),
+        ("label", "run", "label"), ("scope", "rows for", "label"), ("budget_tokens", "budget", "num"),
         ("generated_tokens", "generated tokens", "num"),
         ("n_samples", "samples", "num"), ("distinct_passages", "distinct passages", "num"),
-        ("distinct_passages_ci", conf + " CI", ""), ("distinct_rare_passages", "rare passages", "num"),
-        ("distinct_rare_passages_ci", conf + " CI", ""), ("share_extracted", "share extracted", "share"),
-        ("share_extracted_ci", conf + " CI", ""), ("distinct_regions", "source regions", "num"),
+        ("distinct_passages_ci", conf + " CI", "interval"), ("distinct_rare_passages", "rare passages", "num"),
+        ("distinct_rare_passages_ci", conf + " CI", "interval"), ("share_extracted", "share extracted", "share"),
+        ("share_extracted_ci", conf + " CI", "interval"), ("distinct_regions", "source regions", "num"),
         ("corpus_tokens_extracted", "corpus tokens extracted", "num"), ("pii_found", "PII values", "num"),
         ("pii_in_corpus", "PII in corpus", "num")]))
     parts.append("<p class='note'>Rows for a budget checkpoint hold the samples (in generation order) whose "
                  "cumulative tokens fit in the budget; the whole-run row holds every sample (the Summary's "
                  "figures).</p>")
-    key = pd.DataFrame([{"label": data.labels.get(r, r), "run_id": r, "model": res.info.get("model"),
-                         "started_at": res.info.get("started_at")} for r, res in data.runs.items()])
-    parts += ["<p>Run key:</p>", _table(key, [("label", "label", ""), ("run_id", "run id", ""),
-                                              ("model", "model path", ""), ("started_at", "started", "")])]
+    key = pd.DataFrame([{"label": data.labels.get(r, r), "run_id": r,
+                         "model": res.info.get("model_name") or res.info.get("model"),
+                         "model_path": res.info.get("model_path") or res.info.get("model"),
+                         "started_at": fmt.timestamp(res.info.get("started_at"))} for r, res in data.runs.items()])
+    parts += ["<p>Run key:</p>", _table(key, [("label", "label", "label"), ("run_id", "run id", ""),
+                                              ("model", "model", ""), ("model_path", "model path", ""),
+                                              ("started_at", "started", "")])]
 
     # -- comparison -------------------------------------------------------------------
     if data.comparisons:
@@ -210,7 +223,7 @@ def render(data, figures: dict[str, bytes | None]) -> str:
                 kind = "share" if metric == "share_extracted" else "num"
                 cols += [(f"{metric}_a", f"{label}: {data.labels.get(comp.run_id, comp.run_id)}", kind),
                          (f"{metric}_b", f"{label}: {data.labels.get(comp.other_run_id, comp.other_run_id)}", kind),
-                         (f"{metric}_diff_ci", f"difference {conf} CI", "")]
+                         (f"{metric}_diff_ci", f"difference {conf} CI", "interval")]
             parts.append(_table(aligned, cols))
 
     # -- extrapolation ------------------------------------------------------------------

@@ -15,7 +15,7 @@ from .curves import METRICS
 
 _PANELS = ("distinct_passages", "distinct_regions", "distinct_rare_passages", "share_extracted")
 _TITLES = {**METRICS, "distinct_regions": "distinct source regions", "share_extracted": "share extracted"}
-_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf")
+RUN_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf")
 
 
 def _figure(width: float, height: float):
@@ -46,7 +46,7 @@ def growth_curve_png(growth: pd.DataFrame, labels: dict[str, str], intervals: di
     fig = _figure(13, 4.2)
     axes = fig.subplots(1, len(_PANELS))
     for i, (run_id, rows) in enumerate(growth.groupby("run_id", sort=False)):
-        color = _COLORS[i % len(_COLORS)]
+        color = RUN_COLORS[i % len(RUN_COLORS)]
         rows = rows.sort_values("budget_tokens")
         x = rows["generated_tokens"].clip(lower=1)
         ci = (intervals or {}).get(run_id)
@@ -111,6 +111,9 @@ def doc_count_histogram_png(histogram: pd.DataFrame) -> bytes | None:
     ax.set_ylim(0, max(1.0, float(totals.max())) * 1.18)  # headroom: no bar or label touches the frame
     ax.set_xlabel("corpus documents containing the passage")
     ax.set_ylabel("distinct passages")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no 2.5-passage ticks
     ax.set_title("Document count: 1-2 = privacy findings, many = boilerplate", fontsize=10)
     fig.legend(handles=[Patch(color="#d62728", label="rare: privacy findings"),
                         Patch(color="#7f7f7f", label="repeated (boilerplate, licences, news)"),

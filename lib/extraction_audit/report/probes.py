@@ -19,6 +19,7 @@ from ..probe.kernels import class_labels
 from ..probe.summary import duplication_curve, rates, recovery_share
 from . import fmt
 from .bootstrap import Estimate
+from .plots import RUN_COLORS
 
 
 @dataclass
@@ -66,17 +67,21 @@ def duplication_curve_png(figs: ProbeFigures, labels: dict[str, str]) -> bytes |
     xs = {c: i for i, c in enumerate(figs.class_order)}
     for ax, (stat, title) in zip(axes, (("exact", "exact continuation"),
                                         ("approx", f"edit similarity ≥ {figs.approx_similarity:g}"))):
-        for run_id, rows in curve.groupby("run_id", sort=False):
+        for i, (run_id, rows) in enumerate(curve.groupby("run_id", sort=False)):
             x = [xs[c] for c in rows["doc_count_class"]]
             y = rows[f"{stat}_rate"].to_numpy(float)
             err = [y - rows[f"{stat}_low"].to_numpy(float), rows[f"{stat}_high"].to_numpy(float) - y]
-            ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=labels.get(run_id, run_id))
+            ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=labels.get(run_id, run_id),
+                        color=RUN_COLORS[i % len(RUN_COLORS)])
         ax.set_xticks(range(len(figs.class_order)), figs.class_order)
         ax.set_xlabel("documents holding the continuation")
         ax.set_title(f"greedy: {title}", fontsize=10)
         ax.set_ylim(-0.02, 1.02)
     axes[0].set_ylabel("share of probes reproduced")
-    axes[0].legend(fontsize=8)
+    # Below the panels, never over the data (the control's line sits at 0, where a legend inside would go).
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside lower center", ncols=min(3, max(1, len(names))), fontsize=8,
+               frameon=False)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()

@@ -35,6 +35,8 @@ def main() -> None:
     ap.add_argument("--assets", default=os.environ.get("EXTRACTION_AUDIT_TEST_CACHE", "./ea-data/demo"))
     ap.add_argument("--warehouse", default=None, help="reuse an indexed warehouse (default: a temp folder)")
     ap.add_argument("--per-stratum", type=int, default=20)
+    ap.add_argument("--positions", choices=["document_start", "anywhere"], default="document_start",
+                    help="anywhere: probes at any offset (more strata members than the demo's 300 openings)")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
@@ -53,7 +55,7 @@ def main() -> None:
 
     root = Path(args.warehouse or tempfile.mkdtemp(prefix="bench-probe-"))
     assets = ensure_demo_assets(Path(args.assets).resolve())
-    base = make_config(root, seed_tables=False, probe={"per_stratum": args.per_stratum},
+    base = make_config(root, seed_tables=False, probe={"per_stratum": args.per_stratum, "positions": args.positions},
                        generation={"batch_size": args.batch_size}, model={"device": args.device})
     cfg = demo_config(assets, base)
     spark = get_spark(cfg)

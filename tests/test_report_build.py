@@ -331,7 +331,11 @@ def test_comparison_aligns_on_common_budgets_and_calls_out_the_crossing(small):
     assert (c["budget_before"], c["budget_after"], c["leader_before"], c["leader_after"]) == (1000, 2000, RUN_B,
                                                                                               RUN_A)
     assert 1000 < c["approx_budget"] < 2000
-    assert any("lead changes from run-b to run-a between 1,000 and 2,000 tokens" in s for s in comp["sentences"])
+    # Sentences name runs by their short labels (the run key maps them to ids).
+    label_a, label_b = rep["labels"][RUN_A], rep["labels"][RUN_B]
+    assert label_a != label_b
+    assert any(f"lead changes from {label_b} to {label_a} between 1,000 and 2,000 tokens" in s
+               for s in comp["sentences"])
 
 
 def test_extrapolation_and_chance_baseline_in_report(small):

@@ -165,7 +165,7 @@ def collect_report_data(spark, cfg: AuditConfig, run_id: str, compare_run_ids=()
             frequency[frequency["run_id"] == rid],
             per_sample[per_sample["run_id"] == rid] if rid in on_driver else None, warnings)
 
-    comparisons = [_compare(q, runs[run_id], runs[other], rc.confidence) for other in compare]
+    comparisons = [_compare(q, runs[run_id], runs[other], rc.confidence, labels) for other in compare]
 
     tables = {
         "DOC_COUNT_HISTOGRAM": q("DOC_COUNT_HISTOGRAM", run_id=run_id),
@@ -298,7 +298,8 @@ def _check_run_metrics(growth: pd.DataFrame, headline: dict, run_id: str, warnin
                                 f"({row[stat]}) differs from the passage tables ({headline.get(stat)}).")
 
 
-def _compare(q: _Queries, a: RunResult, b: RunResult, confidence: float) -> Comparison:
+def _compare(q: _Queries, a: RunResult, b: RunResult, confidence: float,
+             labels: dict[str, str]) -> Comparison:
     aligned = q("COMPARE_AT_EQUAL_BUDGETS", run_id=a.run_id, other_run_id=b.run_id)
     for metric in METRICS:
         lows, highs = [], []
@@ -313,7 +314,7 @@ def _compare(q: _Queries, a: RunResult, b: RunResult, confidence: float) -> Comp
     crossings = [c.to_dict() | {"run_a": a.run_id, "run_b": b.run_id}
                  for metric in METRICS for c in find_crossings(aligned, a.run_id, b.run_id, metric)]
     return Comparison(a.run_id, b.run_id, aligned, crossings,
-                      describe_comparison(aligned, a.run_id, b.run_id))
+                      describe_comparison(aligned, a.run_id, b.run_id, labels))
 
 
 # ---------------------------------------------------------------------------------------
@@ -424,6 +425,7 @@ def report_json(data: ReportData) -> dict:
     return {
         "run_id": data.run_id,
         "compare_run_ids": data.compare_run_ids,
+        "labels": dict(data.labels),  # short run labels the charts and sentences use -> run ids are the keys
         "generated_at": data.generated_at,
         "confidence": data.confidence,
         "bootstrap_samples": data.bootstrap_samples,

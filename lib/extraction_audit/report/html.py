@@ -209,7 +209,8 @@ def render(data, figures: dict[str, bytes | None]) -> str:
         parts.append("<p>Only budget checkpoints both runs have are compared (no interpolation in the tables). "
                      "Differences are first run minus second, with bootstrap intervals of the difference.</p>")
         for comp in data.comparisons:
-            parts.append(f"<h3>{escape(comp.run_id)} vs {escape(comp.other_run_id)} "
+            parts.append(f"<h3>{escape(data.labels.get(comp.run_id, comp.run_id))} vs "
+                         f"{escape(data.labels.get(comp.other_run_id, comp.other_run_id))} "
                          f"{_q('COMPARE_AT_EQUAL_BUDGETS')}</h3><ul>")
             parts += [f"<li>{escape(s)}</li>" for s in comp.sentences]
             parts.append("</ul>")

@@ -73,7 +73,8 @@ def render(data, figure_files: dict[str, str] | None = None) -> str:
     if figure_files and "growth_curve" in figure_files:
         lines += [f"![Growth curves]({figure_files['growth_curve']})", ""]
     for comp in data.comparisons:
-        lines += [f"### {comp.run_id} vs {comp.other_run_id} at equal budgets", ""]
+        lines += [f"### {data.labels.get(comp.run_id, comp.run_id)} vs "
+                  f"{data.labels.get(comp.other_run_id, comp.other_run_id)} at equal budgets", ""]
         lines += [f"- {s}" for s in comp.sentences]
         lines.append("")
     from .probes import markdown_lines as probe_lines

@@ -9,7 +9,7 @@ import os
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -80,15 +80,21 @@ def bundle_run(demo_assets, tmp_path_factory):
         return name, subprocess.run([sys.executable, "-m", "extraction_audit.cli", *tasks[name][0]],
                                     capture_output=True, text=True, timeout=900, env=env, cwd=root)
 
+    # Like the Jobs scheduler: a task starts as soon as the tasks it depends on are done.
     pending = dict(tasks)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        while pending:
+        running = set()
+        while pending or running:
             ready = [t for t, (_, deps) in pending.items() if all(d in outputs for d in deps)]
-            assert ready, f"bundle task graph is stuck at {sorted(pending)}"
-            for name, done in pool.map(launch, ready):
+            assert ready or running, f"bundle task graph is stuck at {sorted(pending)}"
+            for name in ready:
+                running.add(pool.submit(launch, name))
+                pending.pop(name)
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                name, done = future.result()
                 assert done.returncode == 0, f"task {name} failed:\n{done.stderr[-3000:]}"
                 outputs[name] = done
-                pending.pop(name)
     return load_config(path), path, outputs, root
 
 

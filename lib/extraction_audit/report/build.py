@@ -425,7 +425,7 @@ def report_json(data: ReportData) -> dict:
     return {
         "run_id": data.run_id,
         "compare_run_ids": data.compare_run_ids,
-        "labels": dict(data.labels),  # short run labels the charts and sentences use -> run ids are the keys
+        "labels": dict(data.labels),  # run id -> the short label charts, tables and sentences use
         "generated_at": data.generated_at,
         "confidence": data.confidence,
         "bootstrap_samples": data.bootstrap_samples,

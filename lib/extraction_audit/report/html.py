@@ -43,6 +43,10 @@ def _img(png: bytes | None, alt: str) -> str:
     return f'<img alt="{escape(alt)}" src="data:image/png;base64,{data}">'
 
 
+# Text shown as it is, styled by kind: run labels and intervals ("12.08% – 27.06%") on one line.
+_TEXT_CLASSES = {"label": "label", "interval": "num", "passage": "passage"}
+
+
 def _cell(value, kind: str = "") -> str:
     if kind == "share":
         return f'<td class="num">{fmt.number(value, share=True)}</td>'
@@ -53,12 +57,8 @@ def _cell(value, kind: str = "") -> str:
     if kind == "k":
         k_requested, k = value
         return f'<td class="num">{escape(fmt.k_label(k_requested, k))}</td>'
-    if kind == "label":  # short run labels stay on one line
-        return f'<td class="label">{escape("" if fmt.is_missing(value) else str(value))}</td>'
-    if kind == "interval":  # "12.08% – 27.06%" on one line
-        return f'<td class="num">{escape("" if fmt.is_missing(value) else str(value))}</td>'
-    if kind == "passage":
-        return f'<td class="passage">{escape("" if fmt.is_missing(value) else str(value))}</td>'
+    if kind in _TEXT_CLASSES:
+        return f'<td class="{_TEXT_CLASSES[kind]}">{escape("" if fmt.is_missing(value) else str(value))}</td>'
     if isinstance(value, (list, tuple, np.ndarray)):
         value = ", ".join(str(v) for v in value)
     elif isinstance(value, float) and not fmt.is_missing(value):

@@ -66,7 +66,8 @@ def test_table_cells_render_lists_arrays_and_missing_values():
     # Intervals and run labels never wrap inside their cell.
     out = html._table(pd.DataFrame([{"ci": "12.08% – 27.06%", "run": "demo-tiny-gpt2 · 2026-12-01"}]),
                       [("ci", "95% CI", "interval"), ("run", "run", "label")])
-    assert '<td class="num">12.08% – 27.06%</td>' in out and '<td class="label">demo-tiny-gpt2 · 2026-12-01</td>' in out
+    assert '<td class="num">12.08% – 27.06%</td>' in out
+    assert '<td class="label">demo-tiny-gpt2 · 2026-12-01</td>' in out
     assert "td.label{white-space:nowrap}" in html._CSS and "td.num{text-align:right;white-space:nowrap}" in html._CSS
 
 

@@ -101,7 +101,8 @@ def render(data, figures: dict[str, bytes | None]) -> str:
         f"<title>Extraction audit report: {escape(data.run_id)}</title><style>{_CSS}</style></head><body>",
         f"<h1>Training-data extraction audit: {escape(data.run_id)}</h1>",
         f"<p class='meta'>Model <b>{escape(str(main.info.get('model_name') or main.info.get('model')))}</b> · corpus "
-        f"<b>{escape(str(main.info.get('corpus_id')))}</b> · run status {escape(_status_text(main.info.get('status')))} · "
+        f"<b>{escape(str(main.info.get('corpus_id')))}</b> · "
+        f"run status {escape(_status_text(main.info.get('status')))} · "
         f"report generated {escape(data.generated_at)}</p>",
     ]
     if data.warnings:

@@ -24,6 +24,12 @@ def _figure(width: float, height: float):
     return Figure(figsize=(width, height), dpi=110, layout="constrained")
 
 
+def legend_below(fig, handles, names) -> None:
+    """One legend under all panels (a constrained-layout figure), never over the data."""
+    fig.legend(handles, names, loc="outside lower center", ncols=min(3, max(1, len(names))), fontsize=8,
+               frameon=False)
+
+
 def _png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
@@ -88,8 +94,7 @@ def growth_curve_png(growth: pd.DataFrame, labels: dict[str, str], intervals: di
             if n not in names:
                 handles.append(h)
                 names.append(n)
-    fig.legend(handles, names, loc="outside lower center", ncols=min(3, max(1, len(names))), fontsize=8,
-               frameon=False)
+    legend_below(fig, handles, names)
     return _png(fig)
 
 

@@ -19,7 +19,7 @@ from ..probe.kernels import class_labels
 from ..probe.summary import duplication_curve, rates, recovery_share
 from . import fmt
 from .bootstrap import Estimate
-from .plots import RUN_COLORS
+from .plots import RUN_COLORS, legend_below
 
 
 @dataclass
@@ -79,9 +79,7 @@ def duplication_curve_png(figs: ProbeFigures, labels: dict[str, str]) -> bytes |
         ax.set_ylim(-0.02, 1.02)
     axes[0].set_ylabel("share of probes reproduced")
     # Below the panels, never over the data (the control's line sits at 0, where a legend inside would go).
-    handles, names = axes[0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="outside lower center", ncols=min(3, max(1, len(names))), fontsize=8,
-               frameon=False)
+    legend_below(fig, *axes[0].get_legend_handles_labels())
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()

@@ -104,7 +104,8 @@ def _wilson(k: str, n: str, bound: str) -> str:
 
 RUN_INFO = _query("RUN_INFO", "Runs and their control runs: model, corpus, budget, sampling, prompts", """
 SELECT run_id, status, started_at, finished_at, model, model_name, model_family, tokenizer, corpus_id,
-       get_json_object(config_json, '$.model.path') AS model_path, prompt_strategy, sampling, budget_tokens, generated_tokens, control_run_id,
+       get_json_object(config_json, '$.model.path') AS model_path, prompt_strategy, sampling, budget_tokens,
+       generated_tokens, control_run_id,
        CAST(get_json_object(config_json, '$.index.n') AS INT) AS match_n,
        get_json_object(config_json, '$.generation.prompts') AS prompts_json,
        coalesce(nullif(array_position(:run_ids, run_id), 0), size(:run_ids) + 1) AS run_order

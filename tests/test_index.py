@@ -138,10 +138,10 @@ def test_incremental_add_equals_full_rebuild_and_readd_is_noop(spark, tmp_path, 
     assertDataFrameEqual(NgramIndex(spark, inc_ab).ngrams().select(cols),
                          NgramIndex(spark, full).ngrams().select(cols))
 
-    version = Tables(spark, inc_ab).delta("corpus_ngrams").history(1).collect()[0].version
+    version = Tables(spark, inc_ab).delta("corpus_anchors").history(1).collect()[0].version
     again = build_index(spark, inc_ab)
     assert again["documents_added"] == 0
-    assert Tables(spark, inc_ab).delta("corpus_ngrams").history(1).collect()[0].version == version
+    assert Tables(spark, inc_ab).delta("corpus_anchors").history(1).collect()[0].version == version
     assertDataFrameEqual(NgramIndex(spark, inc_ab).ngrams().select(cols),
                          NgramIndex(spark, full).ngrams().select(cols))
     meta = Tables(spark, inc_ab).read("corpus_index").where("corpus_id = 'inc'").collect()[0]
@@ -149,22 +149,22 @@ def test_incremental_add_equals_full_rebuild_and_readd_is_noop(spark, tmp_path, 
 
 
 def test_interrupted_build_is_finished_on_rerun(spark, tmp_path, word_tokenizer):
-    """Documents written but n-grams not merged (a crash between the two commits)."""
+    """Documents written but anchors not committed (a crash between the commits)."""
     import extraction_audit.index as index_mod
 
     records = [{"id": f"d{i}", "text": words([i % 3, 1, 2, 3, i % 2])} for i in range(6)]
     cfg = index_config(tmp_path, word_tokenizer, write_jsonl(tmp_path / "c", records), corpus_id="crash")
-    original = index_mod._merge_build_ngrams
+    original = index_mod._add_build_anchors
 
     def crash(*args, **kwargs):
         raise KeyboardInterrupt("simulated kill between commits")
 
-    index_mod._merge_build_ngrams = crash
+    index_mod._add_build_anchors = crash
     try:
         with pytest.raises(KeyboardInterrupt):
             build_index(spark, cfg)
     finally:
-        index_mod._merge_build_ngrams = original
+        index_mod._add_build_anchors = original
     stats = build_index(spark, cfg)
     assert len(stats["builds_finished_after_crash"]) == 1
     assert stats["documents_added"] == 0
@@ -269,13 +269,14 @@ def test_cli_index_and_corpus_stats(spark, tmp_path, word_tokenizer, capsys):
     assert main(["index", "--config", str(conf)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["documents_added"] == 20 and out["tokens_added"] == 800
-    assert main(["corpus-stats", "--config", str(conf)]) == 0
+    assert main(["corpus-stats", "--config", str(conf), "--count-ngrams"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["documents"] == 20 and stats["tokens"] == 800 and stats["n"] == 5
     assert stats["distinct_ngrams"] == len({h for h in NgramIndex(spark, make_config(
         tmp_path, corpus={"id": "cli", "path": str(corpus)}, storage={"warehouse": str(tmp_path / "wh")}))
         .ngrams().select("ngram_hash").toPandas()["ngram_hash"]})
-    assert stats["ngram_table_bytes"] > 0 and stats["ngram_bytes_per_token"] > 0
+    assert stats["layout"] == "anchors" and stats["anchor_k"] == 3 and stats["anchor_window"] == 3
+    assert 0 < stats["anchors"] < 800 and stats["index_table_bytes"] > 0 and stats["index_bytes_per_token"] > 0
     assert stats["token_width"] == 2
 
     conf.write_text(conf.read_text() + "indx:\n  n: 3\n")

@@ -106,8 +106,23 @@ class IndexConfig(Section):
     n: int = Field(50, ge=2, le=2048)
     hash_bits: int = Field(64, ge=8, le=64)
     bucket_bits: int = Field(10, ge=0, le=16)
-    max_postings: int = Field(16, ge=1, le=4096)
+    # Passages found in at most this many documents get exact document counts (bounds above).
+    max_postings: int = Field(100, ge=1, le=100_000)
+    # Anchor k-gram length (None: anchors.default_k(n), 20 at n = 50); w = n - k + 1.
+    anchor_k: int | None = Field(None, ge=2, le=2048)
     tokenize_batch_docs: int = Field(256, ge=1)
+
+    @model_validator(mode="after")
+    def _anchor_fits(self) -> "IndexConfig":
+        if self.anchor_k is not None and self.anchor_k > self.n:
+            raise ValueError(f"index.anchor_k ({self.anchor_k}) must be at most index.n ({self.n})")
+        return self
+
+    @property
+    def effective_anchor_k(self) -> int:
+        from .anchors import default_k
+
+        return self.anchor_k if self.anchor_k is not None else default_k(self.n)
 
 
 class SamplingConfig(Section):
@@ -191,6 +206,9 @@ class MatchConfig(Section):
     low_entropy_min_alpha_share: float = Field(0.1, ge=0, le=1)
     rare_doc_count: int = Field(2, ge=1)
     example_doc_ids: int = Field(5, ge=1)
+    # Documents per anchor verified in the first pass; windows on more frequent anchors that
+    # none of them verifies are checked against every posting in a second pass.
+    anchor_verify_docs: int = Field(10_000, ge=1)
 
 
 class CustomEntityConfig(Section):

@@ -1,25 +1,31 @@
-"""Corpus n-gram index: build, incremental add, metadata, and the matcher's narrow interface.
+"""Corpus index: build, incremental add, metadata, and the matcher's narrow interface.
 
 Reads the corpus source (via ``corpus.py``) and ``corpus_documents``; writes
-``corpus_documents``, ``corpus_ngrams``, ``corpus_index`` and ``corpus_index_builds``.
+``corpus_documents``, ``corpus_anchors``, ``corpus_doc_numbers``, ``corpus_index`` and
+``corpus_index_builds``.
 
-Layout: one row per distinct n-gram hash per corpus, partitioned by ``(corpus_id,
-bucket)`` where ``bucket`` is the top ``index.bucket_bits`` bits of the hash, files
-range-partitioned and sorted by hash.  The matcher joins bucket against bucket, so the
-corpus side is read once and never shuffled.  ``postings`` keeps the first
-``index.max_postings`` ``(doc_id, offset)`` pointers (smallest doc_id first), which is
-all documents whenever ``doc_count <= max_postings``: enough for exact verification and
-exact document counts in the rare (privacy) case.
+Layout (``anchors``): per document only its winnowing anchors (``anchors.py``: the
+minimum-hash k-gram of every window of w = n - k + 1 k-grams), one row each with the
+k-gram hash, a dense integer document number and the offset; document ids live in the
+side table ``corpus_doc_numbers``.  Rows are partitioned by ``(corpus_id, bucket)``
+(top ``index.bucket_bits`` bits of the hash), range-partitioned and sorted by hash within
+files, zstd-compressed.  Every verbatim match of n or more tokens shares an anchor with
+each document that contains it, on the match's diagonal, so the matcher joins the
+samples' anchors with this table and verifies every candidate against the document's
+tokens.  No per-(document, n-gram) row and no n-gram shuffle: a build costs the
+tokenization, one pass over the new tokens and a shuffle of about 2/(w+1) rows per token.
 
-Incremental and crash-safe: a build first appends the new documents (tokenized once)
-to ``corpus_documents`` tagged with a ``build_id``, then merges their n-grams into
-``corpus_ngrams`` in one Delta commit labelled with the build id (commit
-``userMetadata``), then records the build.  A re-run finishes any build whose n-grams
-are not yet merged (found through the table history) and skips documents whose
+Incremental and crash-safe: a build first appends the new documents (tokenized once) to
+``corpus_documents`` tagged with a ``build_id`` and a ``doc_seq`` (their position in that
+write), then numbers them densely (``corpus_doc_numbers``, replaced by build id: idempotent),
+then appends their anchors in one Delta commit labelled with the build id (commit
+``userMetadata``), then records the build.  A re-run finishes any build whose anchors
+are not yet committed (found through the table history) and skips documents whose
 ``doc_id`` is already indexed, so re-indexing the same documents changes nothing.
 
-Everything outside this module sees the index only through ``NgramIndex``, so a compact
-sampled layout can replace the full n-gram table without touching the matcher.
+Everything outside this module sees the index only through ``NgramIndex``.  Its
+``ngrams()`` is the exact per-n-gram table (doc counts, first postings) computed from the
+documents on demand, for the tests' brute-force comparisons and the probe draw.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import pandas as pd
 from .config import AuditConfig
 from .corpus import REJECT_REASONS, classify, read_raw, tokenize_documents
 from .errors import UserFacingError
+from .anchors import AnchorConfig, select_anchors
 from .hashing import HashConfig, bucket_of, hash_concatenated
 from .ids import id_predicate
 from .tables import Tables
@@ -46,6 +53,9 @@ from .tokens import decode_tokens, token_width_for_vocab
 log = logging.getLogger(__name__)
 
 NGRAM_ROW_SCHEMA = "bucket INT, ngram_hash BIGINT, doc_id STRING, offset INT, occurrences INT"
+ANCHOR_ROW_SCHEMA = "bucket INT, anchor_hash BIGINT, doc_number INT, offset INT"
+LAYOUT = "anchors"
+_ROW_BITS = 33  # monotonically_increasing_id: partition id above bit 33, row number below
 
 
 @dataclass(frozen=True)
@@ -58,10 +68,16 @@ class IndexMeta:
     bucket_bits: int
     max_postings: int
     token_width: int
+    anchor_k: int = 0
+    layout: str = LAYOUT
 
     @property
     def hash_config(self) -> HashConfig:
         return HashConfig(n=self.n, bits=self.hash_bits)
+
+    @property
+    def anchor_config(self) -> AnchorConfig:
+        return AnchorConfig(n=self.n, k=self.anchor_k, bits=self.hash_bits)
 
 
 def _now() -> datetime:
@@ -106,6 +122,32 @@ def ngram_rows(docs, meta: IndexMeta):
     return docs.select("doc_id", "token_bytes").mapInPandas(explode, NGRAM_ROW_SCHEMA)
 
 
+def document_anchors(doc_numbers: np.ndarray, token_arrays: list[np.ndarray], acfg: AnchorConfig,
+                     bucket_bits: int) -> pd.DataFrame:
+    """Anchor rows of a batch of documents (vectorised over the whole batch)."""
+    lengths = np.fromiter((len(t) for t in token_arrays), dtype=np.int64, count=len(token_arrays))
+    tokens = np.concatenate(token_arrays) if len(token_arrays) else np.empty(0, dtype=np.int32)
+    seq, offsets, hashes = select_anchors(tokens, lengths, acfg)
+    return pd.DataFrame({
+        "bucket": bucket_of(hashes, bucket_bits),
+        "anchor_hash": hashes.astype(np.int64),
+        "doc_number": np.asarray(doc_numbers, dtype=np.int32)[seq],
+        "offset": offsets.astype(np.int32),
+    })
+
+
+def anchor_rows(docs, meta: IndexMeta):
+    """``(doc_number, token_bytes, token_width)`` rows -> one row per anchor."""
+    acfg, bucket_bits = meta.anchor_config, meta.bucket_bits
+
+    def explode(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for pdf in batches:
+            arrays = [decode_tokens(b, int(w)) for b, w in zip(pdf["token_bytes"], pdf["token_width"])]
+            yield document_anchors(pdf["doc_number"].to_numpy(), arrays, acfg, bucket_bits)
+
+    return docs.select("doc_number", "token_bytes", "token_width").mapInPandas(explode, ANCHOR_ROW_SCHEMA)
+
+
 def aggregate_ngrams(rows, meta: IndexMeta):
     """One row per hash: doc_count, occurrence_count and the first K postings.
 
@@ -141,6 +183,7 @@ class NgramIndex:
         self.corpus_id = cfg.corpus.id
 
     def meta(self) -> IndexMeta | None:
+        """The index's parameters; ``max_postings`` is the configured (match-time) value."""
         from pyspark.sql import functions as F
 
         rows = (self.tables.read("corpus_index").where(F.col("corpus_id") == self.corpus_id)
@@ -148,8 +191,12 @@ class NgramIndex:
         if not rows:
             return None
         r = rows[0]
+        if r.layout != LAYOUT:
+            raise UserFacingError(
+                f"corpus {self.corpus_id!r} was indexed with an earlier layout (full n-gram table); this version "
+                f"reads the anchor index: index the corpus again under a new corpus.id")
         return IndexMeta(r.corpus_id, r.tokenizer, r.tokenizer_path, r.n, r.hash_bits, r.bucket_bits,
-                         r.max_postings, r.token_width)
+                         self.cfg.index.max_postings, r.token_width, r.anchor_k, r.layout)
 
     def require_meta(self) -> IndexMeta:
         meta = self.meta()
@@ -158,10 +205,24 @@ class NgramIndex:
                 f"corpus {self.corpus_id!r} has no index yet: run `extraction-audit index` first")
         return meta
 
-    def ngrams(self):
+    def anchors(self):
         from pyspark.sql import functions as F
 
-        return self.tables.read("corpus_ngrams").where(F.col("corpus_id") == self.corpus_id)
+        return self.tables.read("corpus_anchors").where(F.col("corpus_id") == self.corpus_id)
+
+    def doc_numbers(self):
+        from pyspark.sql import functions as F
+
+        return self.tables.read("corpus_doc_numbers").where(F.col("corpus_id") == self.corpus_id)
+
+    def ngrams(self):
+        """The exact n-gram table (``bucket, ngram_hash, doc_count, occurrence_count,
+        postings, postings_complete``), computed from the documents: one row per distinct
+        n-gram with its first ``index.max_postings`` (doc_id, first offset) postings.  Costs
+        a full pass and shuffle of the corpus's n-grams: for tests and the probe draw,
+        never for matching."""
+        meta = self.require_meta()
+        return aggregate_ngrams(ngram_rows(self.documents(), meta), meta)
 
     def documents(self):
         from pyspark.sql import functions as F
@@ -193,9 +254,10 @@ def resolve_meta(cfg: AuditConfig, existing: IndexMeta | None) -> IndexMeta:
         bucket_bits=cfg.index.bucket_bits,
         max_postings=cfg.index.max_postings,
         token_width=token_width_for_vocab(vocab_size(tok)),
+        anchor_k=cfg.index.effective_anchor_k,
     )
     if existing is not None:
-        for field in ("tokenizer", "n", "hash_bits", "bucket_bits", "max_postings", "token_width"):
+        for field in ("tokenizer", "n", "hash_bits", "bucket_bits", "anchor_k", "token_width"):
             old, new = getattr(existing, field), getattr(meta, field)
             if field == "tokenizer" and same_tokenizer(old, new):
                 continue
@@ -213,7 +275,7 @@ def build_index(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
 
     started, t0 = _now(), time.time()
     tables = tables or Tables(spark, cfg)
-    for name in ("corpus_documents", "corpus_ngrams", "corpus_index", "corpus_index_builds"):
+    for name in ("corpus_documents", "corpus_anchors", "corpus_doc_numbers", "corpus_index", "corpus_index_builds"):
         tables.ensure(name)
     index = NgramIndex(spark, cfg, tables)
     meta = resolve_meta(cfg, index.meta())
@@ -237,7 +299,8 @@ def build_index(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
                      .withColumn("corpus_id", F.lit(meta.corpus_id))
                      .withColumn("tokenizer", F.lit(meta.tokenizer))
                      .withColumn("build_id", F.lit(build_id))
-                     .withColumn("ingested_at", F.lit(started)))
+                     .withColumn("ingested_at", F.lit(started))
+                     .withColumn("doc_seq", F.monotonically_increasing_id()))
         tables.append("corpus_documents", tokenized)
     finally:
         classified.unpersist()
@@ -247,7 +310,7 @@ def build_index(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
     docs_added, tokens_added = int(added["docs"] or 0), int(added["tokens"] or 0)
     already -= docs_added
     if docs_added:
-        _merge_build_ngrams(spark, tables, meta, build_id)
+        _add_build_anchors(spark, tables, meta, build_id)
     stats = {
         "corpus_id": meta.corpus_id,
         "build_id": build_id,
@@ -266,42 +329,61 @@ def build_index(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
     return stats
 
 
-def _merge_build_ngrams(spark, tables: Tables, meta: IndexMeta, build_id: str) -> None:
-    """Add one build's n-grams to ``corpus_ngrams`` in a single commit labelled ``build_id``."""
+def _number_documents(spark, tables: Tables, meta: IndexMeta, build_id: str):
+    """The build's documents with dense ``doc_number``s, written to ``corpus_doc_numbers``.
+
+    Numbers continue after the corpus's earlier builds: ``base + (rows of earlier write
+    partitions) + row within partition``, all from the stored ``doc_seq``, so a re-run after
+    a crash gives every document the same number (the side table is replaced by build id)."""
     from pyspark.sql import functions as F
 
     docs = (tables.read("corpus_documents")
             .where((F.col("corpus_id") == meta.corpus_id) & (F.col("build_id") == build_id)))
-    updates = aggregate_ngrams(ngram_rows(docs, meta), meta)
-    index_is_empty = not tables.read("corpus_ngrams").where(F.col("corpus_id") == meta.corpus_id).limit(1).count()
-    k = meta.max_postings
+    earlier = (tables.read("corpus_doc_numbers")
+               .where((F.col("corpus_id") == meta.corpus_id) & (F.col("build_id") != build_id))
+               .agg(F.max("doc_number")).collect()[0][0])
+    base = 0 if earlier is None else int(earlier) + 1
+    part = F.shiftright("doc_seq", _ROW_BITS)
+    # One row per Spark partition of the documents' write: small, collected.
+    sizes = docs.groupBy(part.alias("part")).agg(F.max(F.col("doc_seq").bitwiseAND((1 << _ROW_BITS) - 1))
+                                                 .alias("last")).orderBy("part").collect()
+    starts, total = [], base
+    for row in sizes:
+        starts.append((int(row["part"]), total))
+        total += int(row["last"]) + 1
+    if total > 2**31 - 1:
+        raise UserFacingError(f"corpus {meta.corpus_id!r} would hold {total:,} documents: more than the anchor "
+                              f"index's 32-bit document numbers allow; split it into several corpus ids")
+    offsets = spark.createDataFrame(starts or [(0, 0)], "part BIGINT, start BIGINT")
+    numbered = (docs.withColumn("part", part).join(F.broadcast(offsets), "part")
+                .withColumn("doc_number", (F.col("start") + F.col("doc_seq").bitwiseAND((1 << _ROW_BITS) - 1))
+                            .cast("int")))
+    predicate = (f"{id_predicate('corpus_id', meta.corpus_id, 'corpus id')} AND "
+                 f"{id_predicate('build_id', build_id, 'build id')}")
+    tables._replace_where("corpus_doc_numbers", numbered.select("corpus_id", "doc_number", "doc_id", "build_id"),
+                          predicate)
+    return numbered
+
+
+def _add_build_anchors(spark, tables: Tables, meta: IndexMeta, build_id: str) -> None:
+    """Number one build's documents and append their anchors in one commit labelled ``build_id``."""
+    from pyspark.sql import functions as F
+
+    numbered = _number_documents(spark, tables, meta, build_id)
+    rows = anchor_rows(numbered, meta)
+    parts = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    ordered = (rows.repartitionByRange(parts, "bucket", "anchor_hash")
+               .sortWithinPartitions("bucket", "anchor_hash", "doc_number", "offset")
+               .withColumn("corpus_id", F.lit(meta.corpus_id)))
     spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", build_id)
     try:
-        if index_is_empty:
-            parts = int(spark.conf.get("spark.sql.shuffle.partitions"))
-            ordered = updates.repartitionByRange(parts, "bucket", "ngram_hash").sortWithinPartitions(
-                "bucket", "ngram_hash")
-            tables.append("corpus_ngrams", ordered)
-        else:
-            target = tables.delta("corpus_ngrams")
-            (target.alias("t")
-             .merge(tables._conform("corpus_ngrams", updates).alias("s"),
-                    f"{id_predicate('t.corpus_id', meta.corpus_id, 'corpus id')} AND t.bucket = s.bucket "
-                    "AND t.ngram_hash = s.ngram_hash AND t.corpus_id = s.corpus_id")
-             .whenMatchedUpdate(set={
-                 "doc_count": "t.doc_count + s.doc_count",
-                 "occurrence_count": "t.occurrence_count + s.occurrence_count",
-                 "postings": f"slice(array_sort(concat(t.postings, s.postings)), 1, {k})",
-                 "postings_complete": f"t.doc_count + s.doc_count <= {k}",
-             })
-             .whenNotMatchedInsertAll()
-             .execute())
+        tables.append("corpus_anchors", ordered, options={"compression": "zstd"})
     finally:
         spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
 
 
 def _merged_build_ids(tables: Tables) -> set[str]:
-    hist = tables.delta("corpus_ngrams").history().select("userMetadata").where("userMetadata IS NOT NULL")
+    hist = tables.delta("corpus_anchors").history().select("userMetadata").where("userMetadata IS NOT NULL")
     return {r[0] for r in hist.collect()}
 
 
@@ -320,7 +402,7 @@ def _finish_pending_builds(spark, tables: Tables, meta: IndexMeta) -> list[str]:
     for build_id in pending:
         if build_id not in merged:
             log.warning("finishing interrupted index build %s", build_id)
-            _merge_build_ngrams(spark, tables, meta, build_id)
+            _add_build_anchors(spark, tables, meta, build_id)
         added = (tables.read("corpus_documents").where(F.col("build_id") == build_id)
                  .agg(F.count(F.lit(1)).alias("d"), F.sum("n_tokens").alias("t")).collect()[0])
         _record_build(spark, tables, meta, {
@@ -344,11 +426,11 @@ def _record_build(spark, tables: Tables, meta: IndexMeta, stats: dict, started: 
 
 
 def _write_meta(spark, tables: Tables, meta: IndexMeta, documents: int = 0, tokens: int = 0,
-                distinct: int = 0, update_counts: bool = False) -> None:
+                anchors: int = 0, update_counts: bool = False) -> None:
     from .tables import CORPUS_INDEX
 
-    row = {**asdict(meta), "documents": documents, "tokens": tokens, "distinct_ngrams": distinct,
-           "updated_at": _now()}
+    row = {**asdict(meta), "documents": documents, "tokens": tokens, "distinct_ngrams": None,
+           "anchors": anchors, "updated_at": _now()}
     tables.merge("corpus_index", spark.createDataFrame([row], CORPUS_INDEX.schema), update=update_counts)
 
 
@@ -357,12 +439,13 @@ def _refresh_meta_counts(spark, tables: Tables, meta: IndexMeta) -> None:
 
     docs = (tables.read("corpus_documents").where(F.col("corpus_id") == meta.corpus_id)
             .agg(F.count(F.lit(1)).alias("d"), F.sum("n_tokens").alias("t")).collect()[0])
-    distinct = tables.read("corpus_ngrams").where(F.col("corpus_id") == meta.corpus_id).count()
-    _write_meta(spark, tables, meta, int(docs["d"]), int(docs["t"] or 0), distinct, update_counts=True)
+    anchors = tables.read("corpus_anchors").where(F.col("corpus_id") == meta.corpus_id).count()
+    _write_meta(spark, tables, meta, int(docs["d"]), int(docs["t"] or 0), anchors, update_counts=True)
 
 
-def corpus_stats(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
-    """Index metadata and size: rows, bytes on disk, bytes per corpus token."""
+def corpus_stats(spark, cfg: AuditConfig, tables: Tables | None = None, count_ngrams: bool = False) -> dict:
+    """Index metadata and size: rows, bytes on disk, bytes per corpus token.
+    ``count_ngrams``: also count the corpus's distinct n-grams (a full pass over its tokens)."""
     from pyspark.sql import functions as F
 
     tables = tables or Tables(spark, cfg)
@@ -376,17 +459,28 @@ def corpus_stats(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
         total = files.agg(F.sum("file_size")).collect()[0][0]
         return int(total or 0)
 
-    ngram_bytes, doc_bytes = bytes_of("corpus_ngrams"), bytes_of("corpus_documents")
+    anchor_bytes, number_bytes = bytes_of("corpus_anchors"), bytes_of("corpus_doc_numbers")
+    doc_bytes = bytes_of("corpus_documents")
+    index_bytes = anchor_bytes + number_bytes
     builds = (tables.read("corpus_index_builds").where(F.col("corpus_id") == cfg.corpus.id)
               .orderBy("started_at").collect())
     tokens = row["tokens"] or 0
+    distinct = row["distinct_ngrams"]
+    if count_ngrams:
+        distinct = index.ngrams().count()
     return {
-        **{k: row[k] for k in ("corpus_id", "tokenizer", "tokenizer_path", "n", "hash_bits", "bucket_bits",
-                               "max_postings", "token_width", "documents", "tokens", "distinct_ngrams")},
+        **{k: row[k] for k in ("corpus_id", "layout", "tokenizer", "tokenizer_path", "n", "anchor_k", "hash_bits",
+                               "bucket_bits", "token_width", "documents", "tokens", "anchors")},
+        "anchor_window": meta.anchor_config.w,
+        "max_postings": cfg.index.max_postings,
+        "distinct_ngrams": distinct,
         "updated_at": str(row["updated_at"]),
-        "ngram_table_bytes": ngram_bytes,
+        "anchor_table_bytes": anchor_bytes,
+        "doc_number_table_bytes": number_bytes,
+        "index_table_bytes": index_bytes,
         "document_table_bytes": doc_bytes,
-        "ngram_bytes_per_token": round(ngram_bytes / tokens, 3) if tokens else None,
+        "anchors_per_token": round(row["anchors"] / tokens, 4) if tokens and row["anchors"] is not None else None,
+        "index_bytes_per_token": round(index_bytes / tokens, 3) if tokens else None,
         "document_bytes_per_token": round(doc_bytes / tokens, 3) if tokens else None,
         "builds": [{"build_id": b.build_id, "documents_added": b.documents_added,
                     "documents_already_present": b.documents_already_present,

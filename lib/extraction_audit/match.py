@@ -1,34 +1,41 @@
 """Verbatim matching: sample n-grams -> corpus index join -> exact verification ->
 maximal passages -> document counts -> low-entropy and prompt-copy flags -> metrics.
 
-Reads ``samples``, ``runs``, ``corpus_ngrams`` / ``corpus_documents`` (through
-``NgramIndex``).
+Reads ``samples``, ``runs``, ``corpus_anchors`` / ``corpus_doc_numbers`` /
+``corpus_documents`` (through ``NgramIndex``).
 Writes ``passage_occurrences``, ``extracted_passages`` and ``matched_windows`` for one run,
 each with ``replaceWhere run_id = R`` so a re-run replaces, never duplicates
 (``run_metrics`` is the metrics step's, ``metrics.py``).
 
 The semantics are ``../shared/TABLES.md`` to the letter:
 
-* every window ``g[i:i+n]`` of a sample's generated tokens is hashed with the index's
-  hash; hash hits are *candidates* only;
-* a candidate is verified token by token against a posting's document; hits on one
-  diagonal (same sample, same document, same offset difference) are chained into one
-  segment that is compared once, not once per window;
+* every window ``g[i:i+n]`` of a sample's generated tokens gets its winnowing anchor (the
+  minimum-hash k-gram inside it, ``anchors.py``); the corpus documents holding that anchor
+  hash (``corpus_anchors``) are the window's *candidates*: every document that contains
+  the window holds the same anchor at the same place, on the window's diagonal;
+* a candidate is verified token by token against the document; hits on one diagonal
+  (same sample, same document, same offset difference) are chained into one segment that
+  is compared once, not once per window.  Per anchor, the first
+  ``match.anchor_verify_docs`` documents are verified; a window on a more frequent anchor
+  that none of them verifies is checked against every posting of its anchor in a second
+  pass, so boilerplate anchors shared by thousands of documents lose no match;
+* each verified window gets its document count (exact when its anchor was fully
+  verified; the anchor's document count, an upper bound, otherwise) and its first
+  ``index.max_postings`` verified documents (smallest doc_id first);
 * covered positions are the union of verified windows; a maximal run is a passage
   occurrence; a passage is its distinct token sequence (``passage_id`` = sha1 of the
   comma-joined token ids);
-* ``doc_count`` counts documents holding the whole passage: candidates are the postings
-  of the passage's rarest n-gram, each checked by substring search, so the count is
-  exact whenever that n-gram's postings are complete (``doc_count <= index.max_postings``);
+* ``doc_count`` counts documents holding the whole passage: candidates are the verified
+  documents of the passage's rarest window, each checked by substring search, so the
+  count is exact whenever that window is in at most ``index.max_postings`` documents;
   otherwise it is an exact lower bound and ``doc_count_upper_bound`` is the smallest
-  n-gram document count.  A run containing a window that is in no document (stitched
+  window document count.  A run containing a window that is in no document (stitched
   from windows of different documents) gets ``doc_count = 0`` and ``is_stitched``.
 
-Join plan (see README "Matching at scale"): the distinct sample hashes are staged by
+Join plan (see README "Matching at scale"): the distinct sample anchors are staged by
 hash-prefix bucket; buckets are processed in groups small enough that the group's
-sample hashes are broadcast, so each corpus bucket is scanned once and the corpus side
-is never shuffled.  Each hash has one corpus row carrying at most ``max_postings``
-pointers, so a boilerplate n-gram cannot blow up the join.
+anchors are broadcast, so each corpus bucket is scanned once and the corpus side is
+never shuffled.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ import pandas as pd
 
 from .config import AuditConfig, MatchConfig
 from .errors import UserFacingError
+from .anchors import AnchorConfig, window_anchors
 from .hashing import HashConfig, bucket_of, hash_concatenated
 from .index import IndexMeta, NgramIndex
 from .scratch import materialise, read_scratch
@@ -54,24 +62,32 @@ from .tokens import decode_tokens
 
 log = logging.getLogger(__name__)
 
-SAMPLE_WINDOW_SCHEMA = "sample_id BIGINT, pos INT, bucket INT, ngram_hash BIGINT"
+SAMPLE_WINDOW_SCHEMA = "sample_id BIGINT, pos INT, ngram_hash BIGINT, bucket INT, anchor_hash BIGINT, anchor_rel INT"
+EXPLODED_SCHEMA = "sample_id BIGINT, pos INT, doc_id STRING, diag INT"
 
 
 # =========================================================================== kernels
 def sample_windows_frame(sample_ids: np.ndarray, token_lists: list, hash_cfg: HashConfig,
-                         bucket_bits: int) -> pd.DataFrame:
-    """Every n-window of every sample, hashed with the index's function (vectorised)."""
+                         bucket_bits: int, anchor_cfg: AnchorConfig) -> pd.DataFrame:
+    """Every n-window of every sample: its n-gram hash and its anchor (hash, offset in the
+    window, bucket), vectorised over the batch."""
     arrays = [np.asarray(t if t is not None else [], dtype=np.int64) for t in token_lists]
     lengths = np.fromiter((len(a) for a in arrays), dtype=np.int64, count=len(arrays))
     if len(arrays) == 0 or lengths.sum() == 0:
         return pd.DataFrame({"sample_id": pd.Series(dtype=np.int64), "pos": pd.Series(dtype=np.int32),
-                             "bucket": pd.Series(dtype=np.int32), "ngram_hash": pd.Series(dtype=np.int64)})
-    hashes, seq, offsets = hash_concatenated(np.concatenate(arrays), lengths, hash_cfg)
+                             "ngram_hash": pd.Series(dtype=np.int64), "bucket": pd.Series(dtype=np.int32),
+                             "anchor_hash": pd.Series(dtype=np.int64), "anchor_rel": pd.Series(dtype=np.int32)})
+    tokens = np.concatenate(arrays)
+    hashes, seq, offsets = hash_concatenated(tokens, lengths, hash_cfg)
+    a_seq, a_pos, a_hash, a_rel = window_anchors(tokens, lengths, anchor_cfg)
+    assert np.array_equal(a_seq, seq) and np.array_equal(a_pos, offsets), "window enumerations differ"
     return pd.DataFrame({
         "sample_id": np.asarray(sample_ids, dtype=np.int64)[seq],
         "pos": offsets.astype(np.int32),
-        "bucket": bucket_of(hashes, bucket_bits),
         "ngram_hash": hashes,
+        "bucket": bucket_of(a_hash, bucket_bits),
+        "anchor_hash": a_hash,
+        "anchor_rel": a_rel,
     })
 
 
@@ -159,24 +175,26 @@ class Matcher:
 
     # ---------------------------------------------------------------- candidates
     def sample_windows(self, sequences):
-        hash_cfg, bucket_bits = self.meta.hash_config, self.meta.bucket_bits
+        hash_cfg, bucket_bits, anchor_cfg = self.meta.hash_config, self.meta.bucket_bits, self.meta.anchor_config
 
         def windows(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
             for pdf in batches:
                 yield sample_windows_frame(pdf["sample_id"].to_numpy(), list(pdf["token_ids"]), hash_cfg,
-                                           bucket_bits)
+                                           bucket_bits, anchor_cfg)
 
         return sequences.select("sample_id", "token_ids").mapInPandas(windows, SAMPLE_WINDOW_SCHEMA)
 
     def corpus_hits(self, windows_path: str):
-        """Corpus rows for the distinct sample hashes, bucket group by bucket group.
+        """Corpus anchor rows for the distinct sample anchors, bucket group by bucket group,
+        with doc ids, each anchor's document count and each document's rank by number.
 
-        Within a group the sample hashes are broadcast, so the corpus bucket files are
+        Within a group the sample anchors are broadcast, so the corpus bucket files are
         scanned once and never shuffled."""
+        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         windows = read_scratch(self.spark, windows_path, SAMPLE_WINDOW_SCHEMA)
-        distinct = windows.select("bucket", "ngram_hash").distinct()
+        distinct = windows.select("bucket", "anchor_hash").distinct()
         per_bucket = {r["bucket"]: r["count"] for r in distinct.groupBy("bucket").count().collect()}
         total = sum(per_bucket.values())
         cap = self.cfg.match.broadcast_hashes_per_group
@@ -188,40 +206,52 @@ class Matcher:
                 size = 0
             groups[-1].append(bucket)
             size += per_bucket[bucket]
-        hits_path = f"{self.staging}/hits"
-        corpus = self.index.ngrams().select("bucket", "ngram_hash", "doc_count", "postings", "postings_complete")
+        raw_path = f"{self.staging}/anchor_hits"
+        corpus = self.index.anchors().select("bucket", "anchor_hash", "doc_number", "offset")
         mode = "overwrite"
         for i, group in enumerate(g for g in groups if g):
             keys = distinct.where(F.col("bucket").isin(group))
-            hits = corpus.where(F.col("bucket").isin(group)).join(F.broadcast(keys), ["bucket", "ngram_hash"])
-            hits.write.format("parquet").mode(mode).save(hits_path)
+            hits = corpus.where(F.col("bucket").isin(group)).join(F.broadcast(keys), ["bucket", "anchor_hash"])
+            hits.write.format("parquet").mode(mode).save(raw_path)
             mode = "append"
-            log.info("match: bucket group %d/%d (%d buckets, %d sample hashes) joined", i + 1, len(groups),
+            log.info("match: bucket group %d/%d (%d buckets, %d sample anchors) joined", i + 1, len(groups),
                      len(group), sum(per_bucket[b] for b in group))
         if mode == "overwrite":  # no sample windows at all
-            corpus.limit(0).write.format("parquet").mode("overwrite").save(hits_path)
-        self.stats.update(distinct_sample_ngrams=int(total), bucket_groups=len([g for g in groups if g]))
-        return read_scratch(self.spark, hits_path, corpus.schema)
+            corpus.limit(0).write.format("parquet").mode("overwrite").save(raw_path)
+        raw = read_scratch(self.spark, raw_path, corpus.schema)
+        by_number = Window.partitionBy("anchor_hash").orderBy("doc_number")
+        per_anchor = Window.partitionBy("anchor_hash")
+        ranked = (raw.join(self.index.doc_numbers().select("doc_number", "doc_id"), "doc_number")
+                  .withColumn("doc_rank", F.dense_rank().over(by_number))
+                  .withColumn("anchor_docs", F.max("doc_rank").over(per_anchor)))
+        hits = materialise(ranked.select("bucket", "anchor_hash", "doc_id", "offset", "doc_rank", "anchor_docs"),
+                           f"{self.staging}/hits")
+        self.stats.update(distinct_sample_anchors=int(total), bucket_groups=len([g for g in groups if g]))
+        return hits
 
-    # ---------------------------------------------------------------- verification
-    def needed_documents(self, candidates):
+    def explode_candidates(self, windows, hits):
+        """``(sample_id, pos, doc_id, diag)`` for each window and candidate posting."""
+        from pyspark.sql import functions as F
+
+        start = F.col("offset") - F.col("anchor_rel")  # the window's start in the document
+        return (windows.join(hits, ["bucket", "anchor_hash"]).where(start >= 0)
+                .select("sample_id", "pos", "doc_id", (F.col("pos") - start).cast("int").alias("diag")))
+
+    def documents_for(self, exploded):
         """Tokens of every document a candidate points to: the document table is filtered
         by a broadcast of the (few) needed ids, so it is scanned once, not shuffled."""
         from pyspark.sql import functions as F
 
-        ids = candidates.select(F.explode("postings.doc_id").alias("doc_id")).distinct()
+        ids = exploded.select("doc_id").distinct()
         return (self.index.documents().select("doc_id", "token_bytes", "token_width")
                 .join(F.broadcast(ids), "doc_id"))
 
-    def verify(self, candidates, sequences, docs):
-        """Verified windows ``(sample_id, pos, doc_id)`` from candidate windows."""
+    def verify(self, exploded, sequences, docs):
+        """Verified windows ``(sample_id, pos, doc_id, doc_pos)`` from candidate postings."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         n = self.meta.n
-        exploded = (candidates.select("sample_id", "pos", F.explode("postings").alias("p"))
-                    .select("sample_id", "pos", F.col("p.doc_id").alias("doc_id"),
-                            (F.col("pos") - F.col("p.offset")).alias("diag")))
         w = Window.partitionBy("sample_id", "doc_id", "diag").orderBy("pos")
         segments = (exploded.withColumn("seg", F.col("pos") - F.row_number().over(w))
                     .groupBy("sample_id", "doc_id", "diag", "seg")
@@ -249,6 +279,36 @@ class Matcher:
                                     "doc_pos": np.asarray(out_o, dtype=np.int32)})
 
         return joined.mapInPandas(check, "sample_id BIGINT, pos INT, doc_id STRING, doc_pos INT")
+
+    def window_counts(self, windows, verified, second_pass):
+        """Per verified window: ``ngram_hash``, ``doc_count`` (exact when every posting of its
+        anchor was verified, else the anchor's document count: an upper bound), the first
+        ``index.max_postings`` verified documents, and whether that list is complete."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        k, limit = self.meta.max_postings, self.cfg.match.anchor_verify_docs
+        per_doc = verified.groupBy("sample_id", "pos", "doc_id").agg(F.min("doc_pos").alias("offset"))
+        by_doc = Window.partitionBy("sample_id", "pos").orderBy("doc_id")
+        per_window = Window.partitionBy("sample_id", "pos")
+        first = (per_doc.withColumn("_rk", F.row_number().over(by_doc))
+                 .withColumn("verified_docs", F.count(F.lit(1)).over(per_window))
+                 .where(F.col("_rk") <= k)
+                 .groupBy("sample_id", "pos")
+                 .agg(F.first("verified_docs").alias("verified_docs"),
+                      F.array_sort(F.collect_list(F.struct("doc_id", "offset"))).alias("postings")))
+        info = windows.select("sample_id", "pos", "ngram_hash", "anchor_docs")
+        if second_pass is not None:
+            info = info.join(second_pass.withColumn("_second", F.lit(True)), ["sample_id", "pos"], "left")
+        else:
+            info = info.withColumn("_second", F.lit(None).cast("boolean"))
+        complete = (F.col("anchor_docs") <= F.lit(limit)) | F.coalesce(F.col("_second"), F.lit(False))
+        return (first.join(info, ["sample_id", "pos"])
+                .select("sample_id", "pos", "ngram_hash",
+                        F.when(complete, F.col("verified_docs")).otherwise(F.col("anchor_docs"))
+                        .cast("bigint").alias("doc_count"),
+                        "postings",
+                        (complete & (F.col("verified_docs") <= F.lit(k))).alias("postings_complete")))
 
     @staticmethod
     def source_of_windows(verified):
@@ -373,15 +433,34 @@ def match_sequences(spark, cfg: AuditConfig, sequences, staging: str, tables: Ta
     windows_path = f"{staging}/sample_windows"
     windows = materialise(m.sample_windows(sequences).repartition("bucket"), windows_path, partition_by=("bucket",))
     hits = m.corpus_hits(windows_path)
-    candidates = windows.join(hits, ["bucket", "ngram_hash"])
-    docs = m.needed_documents(candidates).persist()
+    limit = cfg.match.anchor_verify_docs
+    first = m.explode_candidates(windows, hits.where(F.col("doc_rank") <= limit))
+    docs = m.documents_for(first).persist()
+    persisted = [docs]
     try:
-        verified = m.verify(candidates, sequences, docs)
+        verified = materialise(m.verify(first, sequences, docs), f"{staging}/verified_first")
+        # Windows on anchors with more than `limit` documents that the first documents did
+        # not verify: checked against every further posting of their anchor.
+        hot = (windows.join(hits.where(F.col("anchor_docs") > limit).select("anchor_hash").distinct(), "anchor_hash")
+               .join(verified.select("sample_id", "pos").distinct(), ["sample_id", "pos"], "left_anti"))
+        hot = materialise(hot, f"{staging}/hot_windows")
+        second_pass = None
+        hot_windows = hot.count()
+        if hot_windows:
+            second = m.explode_candidates(hot, hits.where(F.col("doc_rank") > limit))
+            more_docs = m.documents_for(second).persist()
+            persisted.append(more_docs)
+            verified = verified.unionByName(m.verify(second, sequences, more_docs))
+            first = first.unionByName(second)
+            docs = docs.unionByName(more_docs).dropDuplicates(["doc_id"])
+            second_pass = hot.select("sample_id", "pos")
+        anchor_docs = hits.select("anchor_hash", "anchor_docs").distinct()
+        candidates = m.window_counts(windows.join(anchor_docs, "anchor_hash"), verified, second_pass)
         verified_path = f"{staging}/verified"
         verified_windows = materialise(
-            m.source_of_windows(verified)
-            .join(candidates.select("sample_id", "pos", "ngram_hash", "doc_count", "postings", "postings_complete"),
-                  ["sample_id", "pos"]), verified_path)
+            m.source_of_windows(verified).join(candidates, ["sample_id", "pos"]), verified_path)
+        m.stats.update(candidate_windows=first.select("sample_id", "pos").distinct().count(),
+                       anchor_postings=hits.count(), second_pass_windows=int(hot_windows))
 
         occ_path = f"{staging}/occurrences"
         occ = materialise(m.passages(m.occurrences(verified_windows), sequences), occ_path)
@@ -411,8 +490,9 @@ def match_sequences(spark, cfg: AuditConfig, sequences, staging: str, tables: Ta
         passages_path = f"{staging}/passages"
         passages = materialise(passages, passages_path)
     finally:
-        docs.unpersist()
-    stats = {**m.stats, "verified_windows": verified_windows.count(), "candidate_windows": candidates.count()}
+        for frame in persisted:
+            frame.unpersist()
+    stats = {**m.stats, "verified_windows": verified_windows.count()}
     return occ, passages, verified_windows, stats
 
 

@@ -225,7 +225,8 @@ def _report(ctx: StageContext) -> dict:
 
 
 register(Stage("index", _index, reads=("corpus source",),
-               writes=("corpus_documents", "corpus_ngrams", "corpus_index", "corpus_index_builds"),
+               writes=("corpus_documents", "corpus_anchors", "corpus_doc_numbers", "corpus_index",
+                       "corpus_index_builds"),
                creates_run=True, changed=lambda s: bool(s.get("documents_added", 1))))
 register(Stage("generate", _generate, reads=("samples", "prompt sources"), writes=("samples",),
                depends_on=(), creates_run=True, begin=_begin_generate,
@@ -235,7 +236,7 @@ register(Stage("import_samples", _import, reads=("external samples file",), writ
                creates_run=True, begin=_begin_import,
                finish=lambda s: {"generated_tokens": s["run_tokens"], "budget_tokens": s["run_tokens"]},
                changed=lambda s: bool(s.get("samples_imported", 1))))
-register(Stage("match", _match, reads=("samples", "corpus_ngrams", "corpus_documents"),
+register(Stage("match", _match, reads=("samples", "corpus_anchors", "corpus_doc_numbers", "corpus_documents"),
                writes=("passage_occurrences", "extracted_passages", "matched_windows"),
                depends_on=("index", *SAMPLE_SOURCES)))
 register(Stage("pii", _pii, reads=("samples", "corpus_documents", "passage_occurrences"),
@@ -249,7 +250,7 @@ register(Stage("metrics", _metrics, reads=("samples", "passage_occurrences", "ex
 register(Stage("rank", _rank, reads=("samples",), writes=("candidates",), depends_on=SAMPLE_SOURCES))
 register(Stage("calibrate", _calibrate, reads=("candidates", "passage_occurrences", "extracted_passages"),
                writes=("rank_calibration",), depends_on=("rank", "match"), derived=True))
-register(Stage("probe", _probe, reads=("corpus_ngrams", "corpus_documents", "samples", "matched_windows", "probes"),
+register(Stage("probe", _probe, reads=("corpus_documents", "samples", "matched_windows", "probes"),
                writes=("probes",), depends_on=("index", *SAMPLE_SOURCES, "match")))
 register(Stage("report", _report, reads=("every findings table",), writes=("chance_baseline", "report files"),
                depends_on=("metrics", "calibrate", "probe")))

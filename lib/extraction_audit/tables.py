@@ -90,28 +90,39 @@ CORPUS_DOCUMENTS = _table(TableSpec(
         ("tokenizer", "STRING", "Tokenizer fingerprint used for token_bytes"),
         ("build_id", "STRING", "Index build that added the document"),
         ("ingested_at", "TIMESTAMP", "When the document was added"),
+        ("doc_seq", "BIGINT", "Position in its build's write (Spark partition << 33 | row): the build's dense "
+                              "doc_number (corpus_doc_numbers) is derived from it"),
     ),
     key=("corpus_id", "doc_id"),
     partition_by=("corpus_id",),
 ))
 
-CORPUS_NGRAMS = _table(TableSpec(
-    "corpus_ngrams",
-    "Hashed n-gram index of the corpus: one row per distinct n-gram hash, partitioned by hash-prefix bucket.",
+CORPUS_ANCHORS = _table(TableSpec(
+    "corpus_anchors",
+    "Sampled corpus index: one row per winnowing anchor (the minimum-hash k-gram of every n-token window "
+    "of a document), partitioned by hash-prefix bucket and sorted by hash within files.",
     (
         ("corpus_id", "STRING", "Corpus identifier"),
-        ("tokenizer", "STRING", "Tokenizer fingerprint the n-grams were built with"),
-        ("n", "INT", "n-gram length in tokens"),
-        ("bucket", "INT", "Top bucket_bits bits of ngram_hash: partition and join unit"),
-        ("ngram_hash", "BIGINT", "64-bit hash of the n token ids (extraction_audit.hashing)"),
-        ("doc_count", "BIGINT", "Number of distinct documents containing the n-gram"),
-        ("occurrence_count", "BIGINT", "Number of occurrences in the corpus"),
-        ("postings", "ARRAY<STRUCT<doc_id: STRING, offset: INT>>",
-         "Up to index.max_postings (doc_id, first token offset) pointers, smallest doc_id first"),
-        ("postings_complete", "BOOLEAN", "True when postings lists every document holding the n-gram"),
+        ("bucket", "INT", "Top bucket_bits bits of anchor_hash: partition and join unit"),
+        ("anchor_hash", "BIGINT", "64-bit hash of the anchor's k token ids (extraction_audit.hashing, n = anchor_k)"),
+        ("doc_number", "INT", "Dense document number (corpus_doc_numbers maps it to doc_id)"),
+        ("offset", "INT", "Token offset of the anchor k-gram in the document"),
     ),
-    key=("corpus_id", "bucket", "ngram_hash"),
+    key=("corpus_id", "bucket", "anchor_hash", "doc_number", "offset"),
     partition_by=("corpus_id", "bucket"),
+))
+
+CORPUS_DOC_NUMBERS = _table(TableSpec(
+    "corpus_doc_numbers",
+    "Side table of the anchor index: dense document numbers (0, 1, 2, ... per corpus) and their doc_id.",
+    (
+        ("corpus_id", "STRING", "Corpus identifier"),
+        ("doc_number", "INT", "Dense document number used by corpus_anchors"),
+        ("doc_id", "STRING", "corpus_documents.doc_id"),
+        ("build_id", "STRING", "Index build that numbered the document"),
+    ),
+    key=("corpus_id", "doc_number"),
+    partition_by=("corpus_id",),
 ))
 
 CORPUS_INDEX = _table(TableSpec(
@@ -124,12 +135,17 @@ CORPUS_INDEX = _table(TableSpec(
         ("n", "INT", "n-gram length"),
         ("hash_bits", "INT", "Hash precision in bits"),
         ("bucket_bits", "INT", "Bits of hash prefix used for buckets"),
-        ("max_postings", "INT", "Postings kept per n-gram"),
+        ("max_postings", "INT", "index.max_postings at the last build: passages in at most this many documents "
+                                "get exact document counts (a match-time setting; the index keeps every anchor)"),
         ("token_width", "TINYINT", "Bytes per token id in corpus_documents"),
         ("documents", "BIGINT", "Documents indexed"),
         ("tokens", "BIGINT", "Tokens indexed"),
-        ("distinct_ngrams", "BIGINT", "Rows in corpus_ngrams for this corpus"),
+        ("distinct_ngrams", "BIGINT", "Distinct n-grams (NULL for the anchor layout, which does not store them; "
+                                      "`corpus-stats --count-ngrams` counts them from the documents)"),
         ("updated_at", "TIMESTAMP", "Last build"),
+        ("layout", "STRING", "Index layout: 'anchors' (winnowing anchors, corpus_anchors)"),
+        ("anchor_k", "INT", "Anchor k-gram length (w = n - anchor_k + 1 k-grams per window)"),
+        ("anchors", "BIGINT", "Rows in corpus_anchors for this corpus"),
     ),
     key=("corpus_id",),
 ))
@@ -569,7 +585,7 @@ PROBES = _table(TableSpec(
         ("edit_similarity", "DOUBLE", "1 - token Levenshtein distance / max(length): 1.0 is exact (rapidfuzz "
                                       "normalized similarity on token ids)"),
         ("suffix_doc_count", "BIGINT", "Corpus documents holding the suffix's first index.n tokens "
-                                       "(corpus_ngrams.doc_count)"),
+                                       "(verified against the document tokens through the anchor index)"),
         ("doc_count_class", "STRING", "Document-count class of the suffix: 1, 2-9, 10-99, 100+ (probe.class_edges)"),
         ("stratum_size", "BIGINT", "Distinct drawable continuations in the probe's (source, doc_count_class) "
                                    "stratum: the weight that makes pooled rates corpus-representative"),
@@ -759,10 +775,11 @@ class Tables:
         else:
             with_conflict_retries(lambda: writer.save(self.location(name)), f"replace {name}")
 
-    def append(self, name: str, df) -> None:
+    def append(self, name: str, df, options: dict[str, str] | None = None) -> None:
+        """Append ``df``; ``options`` go to the Delta writer (e.g. ``compression``)."""
         self.ensure(name)
         df = self._conform(name, df)
-        writer = df.write.format("delta").mode("append")
+        writer = df.write.format("delta").mode("append").options(**(options or {}))
         if self.database:
             with_conflict_retries(lambda: writer.saveAsTable(f"{self.database}.{name}"), f"append to {name}")
         else:

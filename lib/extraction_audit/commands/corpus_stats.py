@@ -10,6 +10,8 @@ def register(sub) -> None:
 
     p = sub.add_parser("corpus-stats", help="print the corpus index's metadata and size")
     add_config_argument(p)
+    p.add_argument("--count-ngrams", action="store_true",
+                   help="also count the corpus's distinct n-grams (a full pass over its tokens)")
     p.set_defaults(func=run)
 
 
@@ -19,5 +21,5 @@ def run(args) -> int:
     from ..spark import get_spark
 
     cfg = load_cli_config(args)
-    print(json.dumps(corpus_stats(get_spark(cfg), cfg), indent=2, default=str))
+    print(json.dumps(corpus_stats(get_spark(cfg), cfg, count_ngrams=args.count_ngrams), indent=2, default=str))
     return 0

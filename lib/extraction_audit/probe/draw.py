@@ -1,6 +1,7 @@
 """The stratified random draw of probe positions, from the index (Spark).
 
-Unit: a distinct continuation.  Every ``corpus_ngrams`` row is an n-gram with its document
+Unit: a distinct continuation.  Every row of the index's exact n-gram table
+(``NgramIndex.ngrams()``, computed from the documents) is an n-gram with its document
 count and up to ``index.max_postings`` (document, first offset) pointers; a pointer at
 offset ``prefix_tokens`` (``probe.positions: document_start``, the model-card convention:
 the prompt is the document's opening) or at any offset with room for ``prefix_tokens``
@@ -13,12 +14,13 @@ a thousand documents is one candidate of the ``100+`` class, not a thousand.  St
 the n-gram: the draw is a pure function of (``probe.seed``, the index), so every run and
 its control probe the same positions, and a resumed run draws the same plan.
 
-Cost: one scan of ``corpus_ngrams`` with its postings exploded, joined with the
+Cost: the n-gram table computed from the documents (a pass and shuffle of the
+corpus's n-grams) with its postings exploded, joined with the
 documents' (doc_id, source, n_tokens); the per-stratum top-k runs after a per-stratum
 threshold keeps about ``4 x per_stratum`` rows, so no window ever holds a whole stratum.
 Token ids are then read for the drawn documents only (broadcast semi-join).
 
-Reads ``corpus_ngrams``, ``corpus_documents``; writes nothing (the stage persists the plan
+Reads ``corpus_documents``; writes nothing (the stage persists the plan
 in its scratch folder).
 """
 

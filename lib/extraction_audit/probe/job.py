@@ -21,7 +21,7 @@ the chunk in flight and a rerun adds only what is missing.  When rows were alrea
 (a resumed or redone step), the ``found_*`` columns are refreshed with one
 ``replaceWhere run_id`` write from the current match results.
 
-Reads ``corpus_ngrams``, ``corpus_documents``, ``samples``, ``matched_windows``, ``probes``;
+Reads ``corpus_documents``, ``samples``, ``matched_windows``, ``probes``;
 writes ``probes``.
 """
 

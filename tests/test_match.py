@@ -313,3 +313,63 @@ def test_kernels():
     assert low_entropy_reason(np.arange(50), "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17", mc) == "few_letters"
     assert low_entropy_reason(np.arange(50) % 2, "= - = - = - = -", mc) == "repetitive_tokens"
     assert low_entropy_reason(np.arange(50), "The quick brown fox jumps over the lazy dog near the bank.", mc) is None
+
+
+def test_frequent_anchors_lose_no_match(spark, tmp_path, word_tokenizer):
+    """Boilerplate in more documents than the first pass verifies (anchor_verify_docs=2),
+    each copy with different text around it: windows that run from the boilerplate into one
+    document's own text are found in the second pass, with exact counts."""
+    rng = np.random.default_rng(5)
+    boiler = [50, 51, 52, 53, 54, 55, 56, 57]
+    docs = {f"d{i:02d}": rng.integers(0, 40, size=6).tolist() + boiler + rng.integers(0, 40, size=6).tolist()
+            for i in range(12)}
+    samples = {
+        0: [63] + boiler + docs["d09"][14:20] + [63],          # boilerplate into d09's own text
+        1: [63] + docs["d11"][:6] + boiler[:5] + [62],          # d11's own text into the boilerplate
+        2: [63] + boiler + [62],                                # the boilerplate alone
+        3: [63] + docs["d00"][14:20] + [61],                    # no boilerplate at all
+    }
+    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs, max_postings=64)
+    cfg.match.anchor_verify_docs = 2
+    put_samples(spark, cfg, "hot", samples)
+    stats = match_and_measure(spark, cfg, "hot")
+    assert stats["second_pass_windows"] > 0, stats
+    occ, passages = findings(spark, cfg, "hot")
+    exp_occ, exp_passages = oracle(samples, docs, N)
+    assert occ == exp_occ
+    assert set(passages) == set(exp_passages)
+    for pid, exp in exp_passages.items():
+        got = passages[pid]
+        assert got.doc_count <= exp["doc_count"] <= got.doc_count_upper_bound, (pid, exp)
+        if exp["doc_count"] < 12:  # reaches into one document's own text: found and counted exactly
+            assert got.doc_count_is_exact and got.doc_count == exp["doc_count"]
+            assert list(got.example_doc_ids) == exp["example_doc_ids"]
+    boiler_only = passages[passage_id_of(boiler)]
+    assert boiler_only.doc_count_upper_bound == 12 and not boiler_only.is_stitched
+
+
+def test_stored_anchors_equal_the_definition_and_doc_numbers_are_dense(spark, tmp_path, word_tokenizer):
+    from extraction_audit.anchors import AnchorConfig, select_anchors
+    from extraction_audit.index import NgramIndex
+
+    rng = np.random.default_rng(9)
+    docs = {f"d{i:02d}": rng.integers(0, 30, size=int(rng.integers(1, 40))).tolist() for i in range(15)}
+    cfg = setup_corpus(spark, tmp_path, word_tokenizer, dict(list(docs.items())[:7]))
+    more = tmp_path / "more"
+    more.mkdir()
+    with open(more / "part-0.jsonl", "w") as f:
+        for doc_id, toks in docs.items():
+            f.write(json.dumps({"id": doc_id, "text": words(toks)}) + "\n")
+    cfg.corpus.path = str(more)
+    assert build_index(spark, cfg)["documents_added"] == 8
+    index = NgramIndex(spark, cfg)
+    numbers = {r.doc_number: r.doc_id for r in index.doc_numbers().collect()}
+    assert sorted(numbers) == list(range(len(docs))) and sorted(numbers.values()) == sorted(docs)
+    meta = index.require_meta()
+    acfg = AnchorConfig(n=N, k=meta.anchor_k)
+    expected = set()
+    for doc_id, toks in docs.items():
+        _, offsets, hashes = select_anchors(np.array(toks), np.array([len(toks)]), acfg)
+        expected |= {(doc_id, int(o), int(h)) for o, h in zip(offsets, hashes)}
+    stored = {(numbers[r.doc_number], r.offset, r.anchor_hash) for r in index.anchors().collect()}
+    assert stored == expected

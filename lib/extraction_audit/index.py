@@ -301,7 +301,7 @@ def build_index(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
                      .withColumn("build_id", F.lit(build_id))
                      .withColumn("ingested_at", F.lit(started))
                      .withColumn("doc_seq", F.monotonically_increasing_id()))
-        tables.append("corpus_documents", tokenized)
+        tables.append("corpus_documents", tokenized, options={"compression": "zstd"})
     finally:
         classified.unpersist()
 
@@ -372,7 +372,9 @@ def _add_build_anchors(spark, tables: Tables, meta: IndexMeta, build_id: str) ->
     numbered = _number_documents(spark, tables, meta, build_id)
     rows = anchor_rows(numbered, meta)
     parts = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    ordered = (rows.repartitionByRange(parts, "bucket", "anchor_hash")
+    # Hash-partitioned by bucket (a range partitioner would run the anchor UDF twice: once
+    # to sample), then sorted by hash: each file holds whole buckets in hash order.
+    ordered = (rows.repartition(parts, "bucket")
                .sortWithinPartitions("bucket", "anchor_hash", "doc_number", "offset")
                .withColumn("corpus_id", F.lit(meta.corpus_id)))
     spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", build_id)

@@ -73,4 +73,8 @@ def encode_batch(tok, texts: list[str]) -> list[list[int]]:
     """Token ids of whole documents: no special tokens, no truncation."""
     if not texts:
         return []
+    backend = getattr(tok, "_tokenizer", None)  # the Rust tokenizer of a fast tokenizer
+    fast = getattr(backend, "encode_batch_fast", None)  # tokenizers >= 0.20: no offsets computed
+    if fast is not None:
+        return [e.ids for e in fast(list(texts), add_special_tokens=False)]
     return tok(list(texts), add_special_tokens=False, truncation=False)["input_ids"]

@@ -25,8 +25,8 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = "audit-nightly-1"
-CORPUS_TABLES = ("corpus_documents", "corpus_ngrams", "corpus_index", "corpus_index_builds", "pii_corpus_index",
-                 "pii_corpus_doc_values", "pii_corpus_scanned")
+CORPUS_TABLES = ("corpus_documents", "corpus_anchors", "corpus_doc_numbers", "corpus_index", "corpus_index_builds",
+                 "pii_corpus_index", "pii_corpus_doc_values", "pii_corpus_scanned")
 
 
 def bundle_task_commands(config: Path, variables: dict[str, str]) -> dict[str, tuple[list[str], list[str]]]:

@@ -382,11 +382,33 @@ def our_sizes(cfg: Path, cores: int, args, log: Path) -> dict:
 INFINI_GRAM_WRAPPER = """
 import sys, transformers
 from infini_gram import indexing
-path = sys.argv.pop(1)
+path, as_shipped = sys.argv.pop(1), sys.argv.pop(1) == "shipped"
 load = transformers.AutoTokenizer.from_pretrained
-transformers.AutoTokenizer.from_pretrained = lambda _name, *a, **k: load(path)
+if as_shipped:  # its own arguments (use_fast=False: the Python BPE, as it runs for gpt2)
+    transformers.AutoTokenizer.from_pretrained = lambda _name, *a, **k: load(path, *a, **k)
+else:  # our fast (Rust) tokenizer patched in
+    transformers.AutoTokenizer.from_pretrained = lambda _name, *a, **k: load(path)
 indexing.main()
 """
+
+
+def slow_tokenizer_copy(tokenizer_dir: Path) -> Path | None:
+    """The same byte-level BPE as a ``GPT2Tokenizer`` folder (vocab.json + merges.txt), which
+    infini-gram loads with ``use_fast=False`` as it does GPT-2's; None when it cannot be made."""
+    out = tokenizer_dir.parent / (tokenizer_dir.name + "-slow")
+    if (out / "vocab.json").exists():
+        return out
+    try:
+        from tokenizers import Tokenizer
+        from transformers import GPT2Tokenizer
+
+        out.mkdir(parents=True, exist_ok=True)
+        Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json")).model.save(str(out))
+        GPT2Tokenizer(str(out / "vocab.json"), str(out / "merges.txt")).save_pretrained(str(out))
+        return out
+    except Exception as err:  # noqa: BLE001 - the benchmark reports the patched run only
+        print(f"  (no slow-tokenizer copy for infini-gram as shipped: {err})")
+        return None
 
 
 def infini_gram_version() -> str | None:
@@ -398,13 +420,14 @@ def infini_gram_version() -> str | None:
         return None
 
 
-def infini_gram_build(corpus: Corpus, tokenizer_dir: Path, cores: int, out: Path, args, log: Path) -> dict:
+def infini_gram_build(corpus: Corpus, tokenizer_dir: Path, cores: int, out: Path, args, log: Path,
+                      mode: str = "fast") -> dict:
     """Tokenize + suffix array with ``cores`` workers; size of everything it keeps."""
     import resource
 
     shutil.rmtree(out, ignore_errors=True)
     nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    cmd = [sys.executable, "-c", INFINI_GRAM_WRAPPER, str(tokenizer_dir),
+    cmd = [sys.executable, "-c", INFINI_GRAM_WRAPPER, str(tokenizer_dir), mode,
            "--data_dir", str(corpus.path.resolve()), "--save_dir", str(out.resolve()),
            "--tokenizer", "gpt2", "--token_dtype", "u16", "--add_metadata",
            "--cpus", str(cores), "--mem", str(args.infini_gram_mem),
@@ -474,7 +497,7 @@ def goal(value: float | None, target: float, higher: bool) -> str:
     return f"(goal {'>=' if higher else '<='} {target}: {'met' if ok else 'NOT met'})"
 
 
-def summary(args, corpora, ours, sizes, ig) -> None:
+def summary(args, corpora, ours, sizes, ig, shipped) -> None:
     """The ratios this benchmark exists for, each from this run only."""
     top = max(args.cores)
     u, rep = sizes["unique"], sizes["repetitive"]
@@ -504,8 +527,14 @@ def summary(args, corpora, ours, sizes, ig) -> None:
     if ig:
         for (kind, c), g in ig.items():
             rt = (sizes[kind]["tokens"] / ours[(kind, c)]["wall"]) / (g["tokens"] / g["wall"])
-            print(f"  build tokens/s ours / infini-gram, {kind}, {c} core(s): {rt:.3f} "
+            print(f"  build tokens/s ours / infini-gram with our Rust tokenizer patched in, {kind}, {c} core(s): "
+                  f"{rt:.3f}")
+        for (kind, c), g in shipped.items():
+            rt = (sizes[kind]["tokens"] / ours[(kind, c)]["wall"]) / (g["tokens"] / g["wall"])
+            print(f"  build tokens/s ours / infini-gram as shipped (use_fast=False), {kind}, {c} core(s): {rt:.3f} "
                   f"{goal(rt, 1.0, higher=True)}")
+            if g["tokens"] != sizes[kind]["tokens"]:
+                print(f"  WARNING: token counts differ on {kind} (as shipped): the tokenizers did not agree")
         for kind in GENERATORS:
             g, ours_bpt = ig[(kind, top)], sizes[kind]["index_bytes"] / sizes[kind]["tokens"]
             print(f"  infini-gram {kind:<10}: {g['tokens']:,} tokens (ours {sizes[kind]['tokens']:,}); folder "
@@ -579,7 +608,8 @@ def run(args, work: Path) -> None:
     top = max(args.cores)
     # Largest core count first: its corpus-stats gives the token count every run is divided by.
     plan = [("unique", c) for c in sorted(args.cores, reverse=True)] + [("repetitive", top)]
-    ours, sizes, ig, cfgs = {}, {}, {}, {}
+    ours, sizes, ig, shipped, cfgs = {}, {}, {}, {}, {}
+    slow = None if args.skip_infini_gram else slow_tokenizer_copy(tokenizer_dir)
     print("BUILDS (wall time of the whole command, tokens from our corpus-stats / infini-gram's token store)")
     for kind, cores in plan:
         name = f"{kind}-c{cores}"
@@ -592,10 +622,16 @@ def run(args, work: Path) -> None:
             ig[(kind, cores)] = infini_gram_build(corpora[kind], tokenizer_dir, cores, work / "infini-gram" / name,
                                                   args, work / "logs" / f"infini-gram-{name}.log")
             print_run("infini-gram", kind, cores, ig[(kind, cores)], ig[(kind, cores)]["tokens"])
+            if slow is not None:
+                shipped[(kind, cores)] = infini_gram_build(
+                    corpora[kind], slow, cores, work / "infini-gram" / f"{name}-shipped", args,
+                    work / "logs" / f"infini-gram-{name}-shipped.log", mode="shipped")
+                print_run("infini-gram as shipped", kind, cores, shipped[(kind, cores)],
+                          shipped[(kind, cores)]["tokens"])
     for kind in sizes:
         print(f"  corpus-stats ({kind}) took {sizes[kind]['stats_wall']:.1f}s end to end "
               f"(a Spark session start plus a few metadata queries)")
-    summary(args, corpora, ours, sizes, ig)
+    summary(args, corpora, ours, sizes, ig, shipped)
 
 
 if __name__ == "__main__":

@@ -316,8 +316,8 @@ def test_kernels():
 
 
 def test_frequent_anchors_lose_no_match(spark, tmp_path, word_tokenizer):
-    """Boilerplate in more documents than the first pass verifies (anchor_verify_docs=2),
-    each copy with different text around it: windows that run from the boilerplate into one
+    """Boilerplate in more documents than the first pass verifies (K + 1 = 4 of 12), each
+    copy with different text around it: windows that run from the boilerplate into one
     document's own text are found in the second pass, with exact counts."""
     rng = np.random.default_rng(5)
     boiler = [50, 51, 52, 53, 54, 55, 56, 57]
@@ -329,8 +329,7 @@ def test_frequent_anchors_lose_no_match(spark, tmp_path, word_tokenizer):
         2: [63] + boiler + [62],                                # the boilerplate alone
         3: [63] + docs["d00"][14:20] + [61],                    # no boilerplate at all
     }
-    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs, max_postings=64)
-    cfg.match.anchor_verify_docs = 2
+    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs, max_postings=3)
     put_samples(spark, cfg, "hot", samples)
     stats = match_and_measure(spark, cfg, "hot")
     assert stats["second_pass_windows"] > 0, stats
@@ -373,3 +372,27 @@ def test_stored_anchors_equal_the_definition_and_doc_numbers_are_dense(spark, tm
         expected |= {(doc_id, int(o), int(h)) for o, h in zip(offsets, hashes)}
     stored = {(numbers[r.doc_number], r.offset, r.anchor_hash) for r in index.anchors().collect()}
     assert stored == expected
+
+
+def test_default_counts_are_exact_up_to_one_hundred_documents(spark, tmp_path, word_tokenizer):
+    """The default index.max_postings (100): a passage in 100 documents gets its exact count,
+    one in 101 an exact lower bound (100) and its upper bound."""
+    rng = np.random.default_rng(13)
+    common, wider = [50, 51, 52, 53, 54, 55], [56, 57, 58, 59, 60, 61]
+    docs = {f"d{i:03d}": rng.integers(0, 40, size=4).tolist() + (common if i < 100 else []) +
+            rng.integers(0, 40, size=3).tolist() + wider + rng.integers(0, 40, size=2).tolist() for i in range(101)}
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    with open(corpus / "part-0.jsonl", "w") as f:
+        for doc_id, toks in docs.items():
+            f.write(json.dumps({"id": doc_id, "text": words(toks)}) + "\n")
+    cfg = make_config(tmp_path, model={"path": word_tokenizer, "family": "tiny"},
+                      corpus={"id": "c", "format": "jsonl", "path": str(corpus)}, index={"n": N, "bucket_bits": 2})
+    assert cfg.index.max_postings == 100
+    build_index(spark, cfg)
+    put_samples(spark, cfg, "hundred", {0: [63] + common + [62], 1: [63] + wider + [62]})
+    match_and_measure(spark, cfg, "hundred")
+    _, passages = findings(spark, cfg, "hundred")
+    in_100, in_101 = passages[passage_id_of(common)], passages[passage_id_of(wider)]
+    assert (in_100.doc_count, in_100.doc_count_is_exact) == (100, True)
+    assert (in_101.doc_count, in_101.doc_count_is_exact, in_101.doc_count_upper_bound) == (100, False, 101)

@@ -206,9 +206,6 @@ class MatchConfig(Section):
     low_entropy_min_alpha_share: float = Field(0.1, ge=0, le=1)
     rare_doc_count: int = Field(2, ge=1)
     example_doc_ids: int = Field(5, ge=1)
-    # Documents per anchor verified in the first pass; windows on more frequent anchors that
-    # none of them verifies are checked against every posting in a second pass.
-    anchor_verify_docs: int = Field(10_000, ge=1)
 
 
 class CustomEntityConfig(Section):

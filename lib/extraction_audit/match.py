@@ -15,12 +15,13 @@ The semantics are ``../shared/TABLES.md`` to the letter:
   the window holds the same anchor at the same place, on the window's diagonal;
 * a candidate is verified token by token against the document; hits on one diagonal
   (same sample, same document, same offset difference) are chained into one segment that
-  is compared once, not once per window.  Per anchor, the first
-  ``match.anchor_verify_docs`` documents are verified; a window on a more frequent anchor
-  that none of them verifies is checked against every posting of its anchor in a second
-  pass, so boilerplate anchors shared by thousands of documents lose no match;
-* each verified window gets its document count (exact when its anchor was fully
-  verified; the anchor's document count, an upper bound, otherwise) and its first
+  is compared once, not once per window.  Per anchor, the first ``index.max_postings + 1``
+  documents (K + 1) are verified; a window on a more frequent anchor that fewer of them
+  verify is checked against every further posting of its anchor in a second pass, so
+  boilerplate anchors shared by thousands of documents lose no match, and a window that
+  is itself in more than K documents (a licence line) never costs more than K + 1 checks;
+* each verified window gets its document count (exact when every posting of its anchor
+  was verified; the anchor's document count, an upper bound, otherwise) and its first
   ``index.max_postings`` verified documents (smallest doc_id first);
 * covered positions are the union of verified windows; a maximal run is a passage
   occurrence; a passage is its distinct token sequence (``passage_id`` = sha1 of the
@@ -89,6 +90,14 @@ def sample_windows_frame(sample_ids: np.ndarray, token_lists: list, hash_cfg: Ha
         "anchor_hash": a_hash,
         "anchor_rel": a_rel,
     })
+
+
+_OUT_ROWS = 1 << 18
+
+
+def _verified_frame(out_s, out_p, out_d, out_o) -> pd.DataFrame:
+    return pd.DataFrame({"sample_id": np.asarray(out_s, dtype=np.int64), "pos": np.asarray(out_p, dtype=np.int32),
+                         "doc_id": out_d, "doc_pos": np.asarray(out_o, dtype=np.int32)})
 
 
 def verified_positions(sample_tokens: np.ndarray, doc_tokens: np.ndarray, diag: int,
@@ -186,7 +195,7 @@ class Matcher:
 
     def corpus_hits(self, windows_path: str):
         """Corpus anchor rows for the distinct sample anchors, bucket group by bucket group,
-        with doc ids, each anchor's document count and each document's rank by number.
+        with doc ids, each anchor's document count and each document's rank by doc_id.
 
         Within a group the sample anchors are broadcast, so the corpus bucket files are
         scanned once and never shuffled."""
@@ -219,10 +228,12 @@ class Matcher:
         if mode == "overwrite":  # no sample windows at all
             corpus.limit(0).write.format("parquet").mode("overwrite").save(raw_path)
         raw = read_scratch(self.spark, raw_path, corpus.schema)
-        by_number = Window.partitionBy("anchor_hash").orderBy("doc_number")
+        # Documents ranked by doc_id, so the first K + 1 verified are the smallest ids (the
+        # example documents of a bounded count), whatever order the build numbered them in.
+        by_doc = Window.partitionBy("anchor_hash").orderBy("doc_id")
         per_anchor = Window.partitionBy("anchor_hash")
         ranked = (raw.join(self.index.doc_numbers().select("doc_number", "doc_id"), "doc_number")
-                  .withColumn("doc_rank", F.dense_rank().over(by_number))
+                  .withColumn("doc_rank", F.dense_rank().over(by_doc))
                   .withColumn("anchor_docs", F.max("doc_rank").over(per_anchor)))
         hits = materialise(ranked.select("bucket", "anchor_hash", "doc_id", "offset", "doc_rank", "anchor_docs"),
                            f"{self.staging}/hits")
@@ -274,9 +285,11 @@ class Matcher:
                     out_p.extend(ok.tolist())
                     out_d.extend([did] * len(ok))
                     out_o.extend((ok - int(diag)).tolist())
-                yield pd.DataFrame({"sample_id": np.asarray(out_s, dtype=np.int64),
-                                    "pos": np.asarray(out_p, dtype=np.int32), "doc_id": out_d,
-                                    "doc_pos": np.asarray(out_o, dtype=np.int32)})
+                    if len(out_s) >= _OUT_ROWS:  # bounded Arrow batches, however long the segments
+                        yield _verified_frame(out_s, out_p, out_d, out_o)
+                        out_s, out_p, out_d, out_o = [], [], [], []
+                if out_s:  # never an empty frame: pyspark cannot convert an empty object column
+                    yield _verified_frame(out_s, out_p, out_d, out_o)
 
         return joined.mapInPandas(check, "sample_id BIGINT, pos INT, doc_id STRING, doc_pos INT")
 
@@ -287,7 +300,7 @@ class Matcher:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        k, limit = self.meta.max_postings, self.cfg.match.anchor_verify_docs
+        k = self.meta.max_postings
         per_doc = verified.groupBy("sample_id", "pos", "doc_id").agg(F.min("doc_pos").alias("offset"))
         by_doc = Window.partitionBy("sample_id", "pos").orderBy("doc_id")
         per_window = Window.partitionBy("sample_id", "pos")
@@ -302,7 +315,7 @@ class Matcher:
             info = info.join(second_pass.withColumn("_second", F.lit(True)), ["sample_id", "pos"], "left")
         else:
             info = info.withColumn("_second", F.lit(None).cast("boolean"))
-        complete = (F.col("anchor_docs") <= F.lit(limit)) | F.coalesce(F.col("_second"), F.lit(False))
+        complete = (F.col("anchor_docs") <= F.lit(k + 1)) | F.coalesce(F.col("_second"), F.lit(False))
         return (first.join(info, ["sample_id", "pos"])
                 .select("sample_id", "pos", "ngram_hash",
                         F.when(complete, F.col("verified_docs")).otherwise(F.col("anchor_docs"))
@@ -433,34 +446,38 @@ def match_sequences(spark, cfg: AuditConfig, sequences, staging: str, tables: Ta
     windows_path = f"{staging}/sample_windows"
     windows = materialise(m.sample_windows(sequences).repartition("bucket"), windows_path, partition_by=("bucket",))
     hits = m.corpus_hits(windows_path)
-    limit = cfg.match.anchor_verify_docs
-    first = m.explode_candidates(windows, hits.where(F.col("doc_rank") <= limit))
+    # First pass: each window against its anchor's first K + 1 documents.  A window verified
+    # in K + 1 of them is in more than K documents (its count is a bound either way); one
+    # verified in fewer, on an anchor with more documents, is checked against every further
+    # posting in the second pass (boilerplate anchors lose no match).
+    first_docs = meta.max_postings + 1
+    first = m.explode_candidates(windows, hits.where(F.col("doc_rank") <= first_docs))
     docs = m.documents_for(first).persist()
     persisted = [docs]
     try:
         verified = materialise(m.verify(first, sequences, docs), f"{staging}/verified_first")
-        # Windows on anchors with more than `limit` documents that the first documents did
-        # not verify: checked against every further posting of their anchor.
-        hot = (windows.join(hits.where(F.col("anchor_docs") > limit).select("anchor_hash").distinct(), "anchor_hash")
-               .join(verified.select("sample_id", "pos").distinct(), ["sample_id", "pos"], "left_anti"))
-        hot = materialise(hot, f"{staging}/hot_windows")
+        found = verified.groupBy("sample_id", "pos").agg(F.countDistinct("doc_id").alias("_found"))
+        frequent = hits.where(F.col("anchor_docs") > first_docs).select("anchor_hash").distinct()
+        pending = (windows.join(frequent, "anchor_hash").join(found, ["sample_id", "pos"], "left")
+                   .where(F.coalesce(F.col("_found"), F.lit(0)) < first_docs).drop("_found"))
+        pending = materialise(pending, f"{staging}/second_pass_windows")
         second_pass = None
-        hot_windows = hot.count()
-        if hot_windows:
-            second = m.explode_candidates(hot, hits.where(F.col("doc_rank") > limit))
+        pending_windows = pending.count()
+        if pending_windows:
+            second = m.explode_candidates(pending, hits.where(F.col("doc_rank") > first_docs))
             more_docs = m.documents_for(second).persist()
             persisted.append(more_docs)
             verified = verified.unionByName(m.verify(second, sequences, more_docs))
             first = first.unionByName(second)
             docs = docs.unionByName(more_docs).dropDuplicates(["doc_id"])
-            second_pass = hot.select("sample_id", "pos")
+            second_pass = pending.select("sample_id", "pos")
         anchor_docs = hits.select("anchor_hash", "anchor_docs").distinct()
         candidates = m.window_counts(windows.join(anchor_docs, "anchor_hash"), verified, second_pass)
         verified_path = f"{staging}/verified"
         verified_windows = materialise(
             m.source_of_windows(verified).join(candidates, ["sample_id", "pos"]), verified_path)
         m.stats.update(candidate_windows=first.select("sample_id", "pos").distinct().count(),
-                       anchor_postings=hits.count(), second_pass_windows=int(hot_windows))
+                       second_pass_windows=int(pending_windows))
 
         occ_path = f"{staging}/occurrences"
         occ = materialise(m.passages(m.occurrences(verified_windows), sequences), occ_path)

@@ -64,7 +64,6 @@ from .tokens import decode_tokens
 log = logging.getLogger(__name__)
 
 SAMPLE_WINDOW_SCHEMA = "sample_id BIGINT, pos INT, ngram_hash BIGINT, bucket INT, anchor_hash BIGINT, anchor_rel INT"
-EXPLODED_SCHEMA = "sample_id BIGINT, pos INT, doc_id STRING, diag INT"
 
 
 # =========================================================================== kernels
@@ -311,11 +310,10 @@ class Matcher:
                  .agg(F.first("verified_docs").alias("verified_docs"),
                       F.array_sort(F.collect_list(F.struct("doc_id", "offset"))).alias("postings")))
         info = windows.select("sample_id", "pos", "ngram_hash", "anchor_docs")
-        if second_pass is not None:
+        complete = F.col("anchor_docs") <= F.lit(k + 1)  # every posting was in the first pass
+        if second_pass is not None:  # or the second pass checked every further posting
             info = info.join(second_pass.withColumn("_second", F.lit(True)), ["sample_id", "pos"], "left")
-        else:
-            info = info.withColumn("_second", F.lit(None).cast("boolean"))
-        complete = (F.col("anchor_docs") <= F.lit(k + 1)) | F.coalesce(F.col("_second"), F.lit(False))
+            complete = complete | F.coalesce(F.col("_second"), F.lit(False))
         return (first.join(info, ["sample_id", "pos"])
                 .select("sample_id", "pos", "ngram_hash",
                         F.when(complete, F.col("verified_docs")).otherwise(F.col("anchor_docs"))

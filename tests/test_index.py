@@ -84,6 +84,22 @@ def test_windows_never_cross_sequence_boundaries():
     assert hashes.tolist() == expected
 
 
+def test_worker_encoder_equals_the_driver_tokenizer(demo_assets):
+    """Workers rebuild the Rust tokenizer from its definition: same ids as the driver's
+    Hugging Face tokenizer, after a pickle round trip, on odd whitespace and Unicode."""
+    import pickle
+
+    from extraction_audit.tokenizer import WorkerEncoder, encode_batch, load_tokenizer
+
+    path = str(demo_assets.model_dir)
+    texts = ["Hello  world\n\n\tx", "café ñandú 東京 🙂", " leading and trailing ", "a" * 500,
+             "Call 020 7946 0958 or mail j.smith@example.org"]
+    encoder = pickle.loads(pickle.dumps(WorkerEncoder(path)))
+    assert encoder.definition is not None, "the demo tokenizer is a fast tokenizer"
+    assert encoder.encode(texts) == encode_batch(load_tokenizer(path), texts)
+    assert encoder.encode([]) == []
+
+
 def test_hash_in_spark_udf_equals_driver(spark):
     cfg = HashConfig(n=4)
     seqs = [[1, 2, 3, 4, 5, 6], [9, 9, 9, 9], [70000, 1, 2, 3, 4]]

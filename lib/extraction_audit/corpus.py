@@ -3,7 +3,8 @@
 Reads the configured source (JSONL, Parquet, a folder of text files, a Delta folder or a
 catalog table), classifies every record as indexable or rejected by reason, and
 tokenizes indexable documents with the target tokenizer inside ``mapInPandas`` (Arrow
-batches, tokenizer loaded once per Python worker, no truncation, no special tokens).
+batches, the Rust tokenizer rebuilt once per Python worker from its definition, no
+truncation, no special tokens).
 
 Reads: the corpus source, ``corpus_documents`` (to skip documents already indexed).
 Writes: nothing itself; ``index.py`` writes ``corpus_documents`` from ``tokenize_documents``.
@@ -26,7 +27,7 @@ import pandas as pd
 
 from .config import AuditConfig
 from .errors import UserFacingError
-from .tokenizer import encode_batch, load_tokenizer
+from .tokenizer import WorkerEncoder
 from .tokens import encode_tokens
 
 REJECT_REASONS = (
@@ -160,10 +161,11 @@ def classify(raw, cfg: AuditConfig):
 def tokenize_documents(docs, tokenizer_path: str, token_width: int):
     """``(doc_id, source, text)`` -> plus ``token_bytes``, ``token_width``, ``n_tokens``, ``n_chars``."""
 
+    encoder = WorkerEncoder(tokenizer_path)  # loaded here: a bad tokenizer fails on the driver
+
     def tokenize(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        tok = load_tokenizer(tokenizer_path)
         for pdf in batches:
-            ids = encode_batch(tok, pdf["text"].tolist())
+            ids = encoder.encode(pdf["text"].tolist())
             out = pdf[["doc_id", "source", "text"]].copy()
             out["token_bytes"] = [encode_tokens(x, token_width) for x in ids]
             out["token_width"] = np.int8(token_width)

@@ -278,8 +278,10 @@ def build_index(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
     for name in ("corpus_documents", "corpus_anchors", "corpus_doc_numbers", "corpus_index", "corpus_index_builds"):
         tables.ensure(name)
     index = NgramIndex(spark, cfg, tables)
-    meta = resolve_meta(cfg, index.meta())
-    _write_meta(spark, tables, meta)
+    stored = index.meta()
+    meta = resolve_meta(cfg, stored)
+    if stored is None:  # first build: the settings are recorded before any document is written
+        _write_meta(spark, tables, meta)
 
     finished_builds = _finish_pending_builds(spark, tables, meta)
 

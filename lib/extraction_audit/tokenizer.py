@@ -76,5 +76,44 @@ def encode_batch(tok, texts: list[str]) -> list[list[int]]:
     backend = getattr(tok, "_tokenizer", None)  # the Rust tokenizer of a fast tokenizer
     fast = getattr(backend, "encode_batch_fast", None)  # tokenizers >= 0.20: no offsets computed
     if fast is not None:
+        if backend.truncation is not None or backend.padding is not None:  # documents are encoded whole
+            backend.no_truncation()
+            backend.no_padding()
         return [e.ids for e in fast(list(texts), add_special_tokens=False)]
     return tok(list(texts), add_special_tokens=False, truncation=False)["input_ids"]
+
+
+class WorkerEncoder:
+    """Document encoder shipped to Spark's Python workers.
+
+    A fast tokenizer travels as its Rust definition (``backend_tokenizer.to_str()``, the
+    exact object ``encode_batch`` calls on the driver), so a worker builds it with the
+    ``tokenizers`` library alone instead of importing ``transformers`` (about 2 s per
+    worker process) and reading the folder again.  Other tokenizers fall back to
+    ``load_tokenizer(path)`` in the worker."""
+
+    _loaded: dict[str, object] = {}  # per worker process, by definition digest
+
+    def __init__(self, path: str):
+        self.path = path
+        tok = load_tokenizer(path)
+        backend = getattr(tok, "_tokenizer", None)
+        self.definition = (backend.to_str() if backend is not None and hasattr(backend, "encode_batch_fast")
+                           else None)
+        self.digest = hashlib.sha1(self.definition.encode()).hexdigest() if self.definition else None
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of whole documents: no special tokens, no truncation."""
+        if not texts:
+            return []
+        if self.definition is None:
+            return encode_batch(load_tokenizer(self.path), texts)
+        backend = WorkerEncoder._loaded.get(self.digest)
+        if backend is None:
+            from tokenizers import Tokenizer
+
+            backend = Tokenizer.from_str(self.definition)
+            backend.no_truncation()
+            backend.no_padding()
+            WorkerEncoder._loaded[self.digest] = backend
+        return [e.ids for e in backend.encode_batch_fast(list(texts), add_special_tokens=False)]

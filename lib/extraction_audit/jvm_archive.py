@@ -70,7 +70,9 @@ def java_options(cache_root: Path, jars: list[str]) -> list[str]:
     tmp = final.with_name(f"{final.name}.{os.getpid()}.tmp")
     atexit.register(_promote_after_clean_exit, tmp, final, marker)
     log.info("recording the Spark driver's classes for faster later starts (first run only): %s", final)
-    return [f"-XX:ArchiveClassesAtExit={tmp}"]
+    # The dump warns once per class it skips (generated and signed-jar classes): thousands
+    # of lines, harmless, kept off the console when spark.log_file is null.
+    return [f"-XX:ArchiveClassesAtExit={tmp}", "-Xlog:cds=off,cds+dynamic=off"]
 
 
 def prepare(cache_root: Path, cached_jars) -> bool:

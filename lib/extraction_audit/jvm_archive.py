@@ -2,8 +2,8 @@
 
 Every CLI process of a laptop or CI run starts its own JVM, and before its first Delta
 query that JVM loads and verifies some 20,000 classes: 4-6 s of each process's fixed cost
-(measured: session up and a one-row Delta read in 12.3 s without the archive, 8.3 s with
-it).  The first local session of a machine runs with ``-XX:ArchiveClassesAtExit`` on a
+(measured: session up and a one-row Delta read in 14.0 s without the archive, 10.2 s with
+it, mean of 3 alternating runs).  The first local session of a machine runs with ``-XX:ArchiveClassesAtExit`` on a
 private temporary file; when that JVM exits cleanly (exit code 0, after the Python process
 closed its stdin) the file is renamed into place, atomically, under a name keyed by the
 Java runtime and the classpath.  Later sessions start with ``-XX:SharedArchiveFile``.
@@ -52,6 +52,11 @@ def archive_path(cache_root: Path, jars: list[str]) -> Path:
     return cache_root / f"spark-driver-{hashlib.sha1(key.encode()).hexdigest()[:16]}.jsa"
 
 
+def _marker(final: Path) -> Path:
+    """Held (O_EXCL) by the one process recording ``final``."""
+    return final.with_name(final.name + ".recording")
+
+
 def java_options(cache_root: Path, jars: list[str]) -> list[str]:
     """JVM options for a new local driver: use the archive; or, in the one process that
     holds the recording marker, record it at exit; or (another process records) none."""
@@ -60,7 +65,7 @@ def java_options(cache_root: Path, jars: list[str]) -> list[str]:
     if final.exists() and final.stat().st_size > 0:
         return [f"-XX:SharedArchiveFile={final}"]
     final.parent.mkdir(parents=True, exist_ok=True)
-    marker = final.with_name(final.name + ".recording")
+    marker = _marker(final)
     try:
         fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
@@ -98,7 +103,7 @@ def prepare(cache_root: Path, cached_jars) -> bool:
 
 def _remove_stale(final: Path) -> None:
     """Temporary files and recording markers of processes killed before they finished."""
-    for path in [*final.parent.glob(f"{final.name}.*.tmp"), final.with_name(final.name + ".recording")]:
+    for path in [*final.parent.glob(f"{final.name}.*.tmp"), _marker(final)]:
         try:
             if time.time() - path.stat().st_mtime > _STALE_SECONDS:
                 path.unlink()
@@ -132,7 +137,7 @@ def _promote_after_clean_exit(tmp: Path, final: Path, marker: Path) -> None:
 
 
 def _exercise_delta() -> None:
-    """The child of ``record``: load the classes of a typical run, then exit cleanly."""
+    """The child of ``prepare``: load the classes of a typical run, then exit cleanly."""
     import tempfile
 
     from .config import AuditConfig

@@ -76,11 +76,17 @@ def encode_batch(tok, texts: list[str]) -> list[list[int]]:
     backend = getattr(tok, "_tokenizer", None)  # the Rust tokenizer of a fast tokenizer
     fast = getattr(backend, "encode_batch_fast", None)  # tokenizers >= 0.20: no offsets computed
     if fast is not None:
-        if backend.truncation is not None or backend.padding is not None:  # documents are encoded whole
-            backend.no_truncation()
-            backend.no_padding()
-        return [e.ids for e in fast(list(texts), add_special_tokens=False)]
+        return _encode_whole(backend, texts)
     return tok(list(texts), add_special_tokens=False, truncation=False)["input_ids"]
+
+
+def _encode_whole(backend, texts: list[str]) -> list[list[int]]:
+    """Ids from a Rust tokenizer: documents are encoded whole (no truncation, padding or
+    special tokens), on the driver and in workers alike."""
+    if backend.truncation is not None or backend.padding is not None:
+        backend.no_truncation()
+        backend.no_padding()
+    return [e.ids for e in backend.encode_batch_fast(list(texts), add_special_tokens=False)]
 
 
 class WorkerEncoder:
@@ -112,8 +118,5 @@ class WorkerEncoder:
         if backend is None:
             from tokenizers import Tokenizer
 
-            backend = Tokenizer.from_str(self.definition)
-            backend.no_truncation()
-            backend.no_padding()
-            WorkerEncoder._loaded[self.digest] = backend
-        return [e.ids for e in backend.encode_batch_fast(list(texts), add_special_tokens=False)]
+            backend = WorkerEncoder._loaded[self.digest] = Tokenizer.from_str(self.definition)
+        return _encode_whole(backend, texts)

@@ -16,6 +16,7 @@ import yaml
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from conftest import CLI_TEST_SPARK_CONF
 from extraction_audit.audit import run_audit
 from extraction_audit.config import load_config
 from extraction_audit.tables import Tables
@@ -37,7 +38,7 @@ def audit_setup(spark, demo_assets, tmp_path_factory):
     root = tmp_path_factory.mktemp("audit")
     config = {
         "storage": {"warehouse": str(root / "warehouse")},
-        "spark": {"master": "local[2]", "shuffle_partitions": 2},
+        "spark": {"master": "local[2]", "shuffle_partitions": 2, "conf": CLI_TEST_SPARK_CONF},
         "model": {"path": str(demo_assets.model_dir), "family": "tiny"},
         "corpus": {"id": "demo", "format": "jsonl", "path": str(demo_assets.corpus_dir)},
         "index": {"n": 20, "bucket_bits": 2},

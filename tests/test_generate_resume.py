@@ -16,7 +16,7 @@ import yaml
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from conftest import make_config
+from conftest import CLI_TEST_SPARK_CONF, make_config
 from extraction_audit.runner import Runner
 from extraction_audit.tables import Tables
 
@@ -59,7 +59,7 @@ def _wait_for_commits(proc, lines: queue.Queue, commits: int, timeout: float) ->
 def test_killed_run_resumes_to_exactly_the_planned_samples(spark, demo_assets, tmp_path):
     cfg = make_config(
         tmp_path,
-        spark={"master": "local[1]", "shuffle_partitions": 1},
+        spark={"master": "local[1]", "shuffle_partitions": 1, "conf": CLI_TEST_SPARK_CONF},
         model={"path": str(demo_assets.model_dir), "tokenizer": str(demo_assets.tokenizer_dir),
                "device": "cpu", "dtype": "float32"},
         generation={"budget_tokens": 400, "batch_size": 4, "samples_per_task": 4, "chunk_samples": 6, "seed": 11,

@@ -17,6 +17,7 @@ import pytest
 import yaml
 from pyspark.sql import functions as F
 
+from conftest import CLI_TEST_SPARK_CONF
 from extraction_audit.cli import main
 from extraction_audit.config import load_config
 from extraction_audit.tables import Tables
@@ -59,7 +60,8 @@ def bundle_run(demo_assets, tmp_path_factory):
     cfg = demo_config(demo_assets, budget_tokens=1200, warehouse=str(store / "warehouse"))
     data = cfg.model_dump(exclude={"base_dir"})
     data["storage"].update(cache_dir=str(store / "cache"), allow_raw_pii=True, retention_hours=0)
-    data["spark"].update(master="local[2]", shuffle_partitions=2, log_file=str(store / "logs" / "spark.log"))
+    data["spark"].update(master="local[2]", shuffle_partitions=2, log_file=str(store / "logs" / "spark.log"),
+                         conf=CLI_TEST_SPARK_CONF)
     data["index"].update(n=20, bucket_bits=2)
     data["generation"].update(batch_size=8, samples_per_task=16, chunk_samples=32)
     data["generation"]["sampling"]["max_new_tokens"] = 48

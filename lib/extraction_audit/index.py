@@ -30,6 +30,7 @@ documents on demand, for the tests' brute-force comparisons and the probe draw.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -303,16 +304,15 @@ def build_index(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
                      .withColumn("build_id", F.lit(build_id))
                      .withColumn("ingested_at", F.lit(started))
                      .withColumn("doc_seq", F.monotonically_increasing_id()))
-        tables.append("corpus_documents", tokenized, options={"compression": "zstd"})
+        with _labelled_commits(spark, build_id):
+            tables.append("corpus_documents", tokenized, options={"compression": "zstd"})
     finally:
         classified.unpersist()
 
-    added = (index.documents().where(F.col("build_id") == build_id)
-             .agg(F.count(F.lit(1)).alias("docs"), F.sum("n_tokens").alias("tokens")).collect()[0])
-    docs_added, tokens_added = int(added["docs"] or 0), int(added["tokens"] or 0)
+    docs_added = tokens_added = anchors_added = 0
+    if _committed_rows(tables, "corpus_documents", build_id):
+        docs_added, tokens_added, anchors_added = _add_build_anchors(spark, tables, meta, build_id)
     already -= docs_added
-    if docs_added:
-        _add_build_anchors(spark, tables, meta, build_id)
     stats = {
         "corpus_id": meta.corpus_id,
         "build_id": build_id,
@@ -324,7 +324,7 @@ def build_index(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
         "builds_finished_after_crash": finished_builds,
         "seconds": round(time.time() - t0, 2),
     }
-    _record_build(spark, tables, meta, stats, started)
+    _record_build(spark, tables, meta, {**stats, "anchors_added": anchors_added}, started)
     _refresh_meta_counts(spark, tables, meta)
     log.info("index %s: %d records, %d new documents (%d tokens), %d already indexed, skipped %s, %.1fs",
              meta.corpus_id, records, docs_added, tokens_added, already, skipped or "none", stats["seconds"])
@@ -332,7 +332,8 @@ def build_index(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
 
 
 def _number_documents(spark, tables: Tables, meta: IndexMeta, build_id: str):
-    """The build's documents with dense ``doc_number``s, written to ``corpus_doc_numbers``.
+    """The build's documents with dense ``doc_number``s, written to ``corpus_doc_numbers``;
+    returns them with the build's document and token counts.
 
     Numbers continue after the corpus's earlier builds: ``base + (rows of earlier write
     partitions) + row within partition``, all from the stored ``doc_seq``, so a re-run after
@@ -346,9 +347,11 @@ def _number_documents(spark, tables: Tables, meta: IndexMeta, build_id: str):
                .agg(F.max("doc_number")).collect()[0][0])
     base = 0 if earlier is None else int(earlier) + 1
     part = F.shiftright("doc_seq", _ROW_BITS)
-    # One row per Spark partition of the documents' write: small, collected.
-    sizes = docs.groupBy(part.alias("part")).agg(F.max(F.col("doc_seq").bitwiseAND((1 << _ROW_BITS) - 1))
-                                                 .alias("last")).orderBy("part").collect()
+    # One row per Spark partition of the documents' write: small, collected; it also gives
+    # the build's counts (no second pass over its documents).
+    sizes = docs.groupBy(part.alias("part")).agg(
+        F.max(F.col("doc_seq").bitwiseAND((1 << _ROW_BITS) - 1)).alias("last"),
+        F.count(F.lit(1)).alias("docs"), F.sum("n_tokens").alias("tokens")).orderBy("part").collect()
     starts, total = [], base
     for row in sizes:
         starts.append((int(row["part"]), total))
@@ -364,14 +367,16 @@ def _number_documents(spark, tables: Tables, meta: IndexMeta, build_id: str):
                  f"{id_predicate('build_id', build_id, 'build id')}")
     tables._replace_where("corpus_doc_numbers", numbered.select("corpus_id", "doc_number", "doc_id", "build_id"),
                           predicate)
-    return numbered
+    counts = (sum(int(r["docs"]) for r in sizes), sum(int(r["tokens"] or 0) for r in sizes))
+    return numbered, counts
 
 
-def _add_build_anchors(spark, tables: Tables, meta: IndexMeta, build_id: str) -> None:
-    """Number one build's documents and append their anchors in one commit labelled ``build_id``."""
+def _add_build_anchors(spark, tables: Tables, meta: IndexMeta, build_id: str) -> tuple[int, int, int]:
+    """Number one build's documents and append their anchors in one commit labelled
+    ``build_id``; returns the build's (documents, tokens, anchors)."""
     from pyspark.sql import functions as F
 
-    numbered = _number_documents(spark, tables, meta, build_id)
+    numbered, (docs, tokens) = _number_documents(spark, tables, meta, build_id)
     rows = anchor_rows(numbered, meta)
     parts = int(spark.conf.get("spark.sql.shuffle.partitions"))
     # Hash-partitioned by bucket (a range partitioner would run the anchor UDF twice: once
@@ -379,11 +384,35 @@ def _add_build_anchors(spark, tables: Tables, meta: IndexMeta, build_id: str) ->
     ordered = (rows.repartition(parts, "bucket")
                .sortWithinPartitions("bucket", "anchor_hash", "doc_number", "offset")
                .withColumn("corpus_id", F.lit(meta.corpus_id)))
+    with _labelled_commits(spark, build_id):
+        tables.append("corpus_anchors", ordered, options={"compression": "zstd"})
+    return docs, tokens, _committed_rows(tables, "corpus_anchors", build_id) or 0
+
+
+@contextlib.contextmanager
+def _labelled_commits(spark, build_id: str):
+    """Delta commits made inside carry ``build_id`` as their ``userMetadata``: how a re-run
+    finds what a crashed build committed, and how a build reads its row counts back from
+    its own commit instead of counting the table."""
     spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", build_id)
     try:
-        tables.append("corpus_anchors", ordered, options={"compression": "zstd"})
+        yield
     finally:
         spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+
+
+def _committed_rows(tables: Tables, name: str, build_id: str) -> int | None:
+    """Rows written by the commit of ``name`` labelled ``build_id`` (its operation metrics,
+    read from the Delta log on the driver, no job); None when there is no such commit."""
+    from pyspark.sql import functions as F
+
+    table = tables.delta(name)
+    for history in (table.history(8), table.history()):
+        rows = (history.where(F.col("userMetadata") == build_id)
+                .select(F.col("operationMetrics").getItem("numOutputRows").alias("rows")).collect())
+        if rows:
+            return int(rows[0]["rows"] or 0)
+    return None
 
 
 def _merged_build_ids(tables: Tables) -> set[str]:
@@ -395,23 +424,24 @@ def _finish_pending_builds(spark, tables: Tables, meta: IndexMeta) -> list[str]:
     """Builds whose documents were written but whose n-grams were not merged (a crash)."""
     from pyspark.sql import functions as F
 
-    recorded = {r[0] for r in tables.read("corpus_index_builds")
-                .where(F.col("corpus_id") == meta.corpus_id).select("build_id").collect()}
-    present = {r[0] for r in tables.read("corpus_documents").where(F.col("corpus_id") == meta.corpus_id)
-               .select("build_id").distinct().collect()}
-    pending = sorted(present - recorded)
+    recorded = tables.read("corpus_index_builds").where(F.col("corpus_id") == meta.corpus_id).select("build_id")
+    pending = sorted(r[0] for r in tables.read("corpus_documents").where(F.col("corpus_id") == meta.corpus_id)
+                     .select("build_id").distinct().join(recorded, "build_id", "left_anti").collect())
     if not pending:
         return []
     merged = _merged_build_ids(tables)
     for build_id in pending:
         if build_id not in merged:
             log.warning("finishing interrupted index build %s", build_id)
-            _add_build_anchors(spark, tables, meta, build_id)
-        added = (tables.read("corpus_documents").where(F.col("build_id") == build_id)
-                 .agg(F.count(F.lit(1)).alias("d"), F.sum("n_tokens").alias("t")).collect()[0])
+            docs, tokens, anchors = _add_build_anchors(spark, tables, meta, build_id)
+        else:
+            added = (tables.read("corpus_documents").where(F.col("build_id") == build_id)
+                     .agg(F.count(F.lit(1)).alias("d"), F.sum("n_tokens").alias("t")).collect()[0])
+            docs, tokens = int(added["d"]), int(added["t"] or 0)
+            anchors = _committed_rows(tables, "corpus_anchors", build_id) or 0
         _record_build(spark, tables, meta, {
-            "build_id": build_id, "records_read": 0, "documents_added": int(added["d"]),
-            "documents_already_present": 0, "tokens_added": int(added["t"] or 0),
+            "build_id": build_id, "records_read": 0, "documents_added": docs,
+            "documents_already_present": 0, "tokens_added": tokens, "anchors_added": anchors,
             "skipped": {"finished_after_crash": 0}, "seconds": 0.0}, _now())
     return pending
 
@@ -425,6 +455,7 @@ def _record_build(spark, tables: Tables, meta: IndexMeta, stats: dict, started: 
         "documents_added": stats["documents_added"],
         "documents_already_present": stats["documents_already_present"],
         "tokens_added": stats["tokens_added"], "skipped": stats["skipped"], "seconds": stats["seconds"],
+        "anchors_added": stats.get("anchors_added"),
     }
     tables.merge("corpus_index_builds", spark.createDataFrame([row], CORPUS_INDEX_BUILDS.schema))
 
@@ -439,12 +470,25 @@ def _write_meta(spark, tables: Tables, meta: IndexMeta, documents: int = 0, toke
 
 
 def _refresh_meta_counts(spark, tables: Tables, meta: IndexMeta) -> None:
+    """The corpus totals, summed over its recorded builds (one small row each): a build
+    never re-counts the corpus's documents or anchors.  Builds recorded before
+    ``anchors_added`` existed are counted from the table once."""
     from pyspark.sql import functions as F
 
-    docs = (tables.read("corpus_documents").where(F.col("corpus_id") == meta.corpus_id)
-            .agg(F.count(F.lit(1)).alias("d"), F.sum("n_tokens").alias("t")).collect()[0])
-    anchors = tables.read("corpus_anchors").where(F.col("corpus_id") == meta.corpus_id).count()
-    _write_meta(spark, tables, meta, int(docs["d"]), int(docs["t"] or 0), anchors, update_counts=True)
+    builds = (tables.read("corpus_index_builds").where(F.col("corpus_id") == meta.corpus_id)
+              .agg(F.sum("documents_added").alias("d"), F.sum("tokens_added").alias("t"),
+                   F.sum("anchors_added").alias("a"),
+                   F.count(F.when(F.col("anchors_added").isNull(), 1)).alias("unknown")).collect()[0])
+    anchors = int(builds["a"] or 0)
+    if builds["unknown"]:
+        anchors = tables.read("corpus_anchors").where(F.col("corpus_id") == meta.corpus_id).count()
+    tables.update("corpus_index", F.col("corpus_id") == meta.corpus_id,
+                  {"documents": F.lit(int(builds["d"] or 0)).cast("bigint"),
+                   "tokens": F.lit(int(builds["t"] or 0)).cast("bigint"),
+                   "anchors": F.lit(anchors).cast("bigint"),
+                   "max_postings": F.lit(int(meta.max_postings)),
+                   "tokenizer_path": F.lit(meta.tokenizer_path),
+                   "updated_at": F.lit(_now()).cast("timestamp")})
 
 
 def corpus_stats(spark, cfg: AuditConfig, tables: Tables | None = None, count_ngrams: bool = False) -> dict:

@@ -426,14 +426,16 @@ class Matcher:
             decode, "passage_id STRING, text STRING, is_low_entropy BOOLEAN, low_entropy_reason STRING")
 
 
-def match_sequences(spark, cfg: AuditConfig, sequences, staging: str, tables: Tables | None = None):
+def match_sequences(spark, cfg: AuditConfig, sequences, staging: str, tables: Tables | None = None,
+                    meta: IndexMeta | None = None):
     """Match arbitrary token sequences ``(sample_id, token_ids, prompt_token_ids)`` against the
     configured corpus; returns ``(occurrences, passages, verified_windows, stats)`` DataFrames
-    (occurrences carry the passage flags).  Used by ``run_match`` and the chance baseline."""
+    (occurrences carry the passage flags).  Used by ``run_match`` and the chance baseline.
+    ``meta``: the index's metadata when the caller already read it."""
     from pyspark.sql import functions as F
 
     tables = tables or Tables(spark, cfg)
-    meta = NgramIndex(spark, cfg, tables).require_meta()
+    meta = meta or NgramIndex(spark, cfg, tables).require_meta()
     # Decode passages with this run's copy of the tokenizer (same ids, checked by fingerprint).
     meta = dataclasses.replace(meta, tokenizer_path=cfg.resolve(cfg.model.tokenizer_path) or meta.tokenizer_path)
     m = Matcher(spark, cfg, tables, meta, staging)
@@ -525,15 +527,13 @@ def run_match(spark, cfg: AuditConfig, run_id: str, tables: Tables | None = None
     if not run:
         raise UserFacingError(f"run {run_id!r} does not exist; generate or import samples first")
     index = NgramIndex(spark, cfg, tables)
-    index.require_meta()
-    if run.get("tokenizer"):
-        index.check_tokenizer(run["tokenizer"])
+    meta = index.check_tokenizer(run["tokenizer"]) if run.get("tokenizer") else index.require_meta()
     samples = tables.read("samples").where(F.col("run_id") == run_id)
     n_samples = samples.count()
     if n_samples == 0:
         raise UserFacingError(f"run {run_id!r} has no samples to match")
     scratch = scratch or step_scratch(cfg, run_id, "match")
-    occ, passages, verified, stats = match_sequences(spark, cfg, samples, scratch, tables)
+    occ, passages, verified, stats = match_sequences(spark, cfg, samples, scratch, tables, meta)
 
     run_col = F.lit(run_id)
     tables.replace_run("passage_occurrences", occ.select(
@@ -548,12 +548,10 @@ def run_match(spark, cfg: AuditConfig, run_id: str, tables: Tables | None = None
     tables.replace_run("extracted_passages", out, run_id)
     tables.replace_run("matched_windows", verified.select(run_col.alias("run_id"), "sample_id", "pos",
                                                           "ngram_hash", "doc_id", "doc_pos"), run_id)
-    stats.update(
-        samples=n_samples,
-        occurrences=tables.read("passage_occurrences").where(F.col("run_id") == run_id).count(),
-        passages=tables.read("extracted_passages").where(F.col("run_id") == run_id).count(),
-        seconds=round(time.time() - t0, 2),
-    )
+    # Counted from the step's scratch copies (the rows just written), not by reading the
+    # findings tables back.
+    stats.update(samples=n_samples, occurrences=occ.count(), passages=passages.count(),
+                 seconds=round(time.time() - t0, 2))
     log.info("match %s: %s", run_id, stats)
     return stats
 

@@ -89,18 +89,21 @@ class Runner:
         # written with the next step's start, one ``runs`` write per step; the last ones
         # when the loop ends, however it ends.
         pending: dict[str, Any] = {}
+        fresh = True  # ``state`` is as stored after this process's last transition
         try:
             for stage in stages:
                 if skip_done and state.get(stage.name, {}).get("status") == "done":
                     log.info("run %s: step %s already done, skipped", run_id, stage.name)
                     continue
                 self._require_inputs(run, stage, state)
+                fresh = False
                 results[stage.name], state, pending = self._execute(record, stage, options, state, pending)
                 run = record.get()
                 derived, state, pending = self._run_ready_derived(record, options, steps, state, pending)
                 results.update(derived)
+                fresh = True
         finally:
-            self._refresh_status(record, extra=pending)
+            self._refresh_status(record, extra=pending, state=state if fresh else None)
         return results
 
     # ------------------------------------------------------------------ one step
@@ -217,11 +220,12 @@ class Runner:
             record.update(**changed)
         return changed
 
-    def _refresh_status(self, record: RunRecord, extra: dict | None = None) -> None:
-        """Derive the run's status from run_steps as stored and write it when it changed;
-        re-check, since a process running another step may have recorded a transition in
-        between (each process's last refresh sees every transition before it)."""
-        state = record.steps()
+    def _refresh_status(self, record: RunRecord, extra: dict | None = None, state: dict | None = None) -> None:
+        """Derive the run's status from run_steps as stored (``state``: as read after this
+        process's last transition) and write it when it changed; re-check, since a process
+        running another step may have recorded a transition in between (each process's last
+        refresh sees every transition before it)."""
+        state = record.steps() if state is None else state
         extra = dict(extra or {})
         for _ in range(3):
             if not self._write_status(record, state, extra):

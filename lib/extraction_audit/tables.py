@@ -165,6 +165,7 @@ CORPUS_INDEX_BUILDS = _table(TableSpec(
         ("skipped", "MAP<STRING, BIGINT>", "Records skipped, by reason (null_text, empty_text, too_large, "
                                              "invalid_utf8, malformed_record, duplicate_id)"),
         ("seconds", "DOUBLE", "Wall-clock seconds"),
+        ("anchors_added", "BIGINT", "Rows the build appended to corpus_anchors (from its Delta commit)"),
     ),
     key=("corpus_id", "build_id"),
 ))

@@ -104,10 +104,12 @@ def put_samples(spark, cfg, run_id, samples: dict[int, list[int]], prompts: dict
     return tables
 
 
-def match_and_measure(spark, cfg, run_id):
-    """The match step and the metrics step of one run, called directly (no run state)."""
+def match_and_measure(spark, cfg, run_id, metrics: bool = True):
+    """The match step and (unless ``metrics=False``: a test of matching alone) the metrics
+    step of one run, called directly (no run state)."""
     stats = run_match(spark, cfg, run_id)
-    compute_run_metrics(spark, cfg, run_id, Tables(spark, cfg), run=RunRecord(Tables(spark, cfg), run_id).get())
+    if metrics:
+        compute_run_metrics(spark, cfg, run_id, Tables(spark, cfg), run=RunRecord(Tables(spark, cfg), run_id).get())
     return stats
 
 
@@ -201,7 +203,7 @@ def test_forced_hash_collisions_are_removed_by_verification(spark, tmp_path, wor
     samples[99] = [63] + docs["d1"][2:10] + [63]
     cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs, hash_bits=bits, max_postings=16)
     put_samples(spark, cfg, "hc", samples)
-    stats = match_and_measure(spark, cfg, "hc")
+    stats = match_and_measure(spark, cfg, "hc", metrics=False)
     assert stats["candidate_windows"] > stats["verified_windows"] > 0, stats
     assert_matches_oracle(spark, cfg, "hc", samples, docs)
 
@@ -211,7 +213,7 @@ def test_doc_count_bounds_for_frequent_passages(spark, tmp_path, word_tokenizer)
     docs = {f"d{i:02d}": [i % 10, 40 + i % 7] + boiler + [i % 9] for i in range(12)}
     cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs, max_postings=3)
     put_samples(spark, cfg, "fq", {0: [61] + boiler + [62]})
-    match_and_measure(spark, cfg, "fq")
+    match_and_measure(spark, cfg, "fq", metrics=False)
     _, passages = findings(spark, cfg, "fq")
     (p,) = passages.values()
     assert not p.doc_count_is_exact
@@ -291,9 +293,9 @@ def test_first_seen_run_tracks_passages_across_runs(spark, tmp_path, word_tokeni
     docs = {"a": list(range(30))}
     cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs)
     put_samples(spark, cfg, "night1", {0: list(range(0, 6))})
-    match_and_measure(spark, cfg, "night1")
+    match_and_measure(spark, cfg, "night1", metrics=False)
     put_samples(spark, cfg, "night2", {0: list(range(0, 6)), 1: list(range(10, 16))})
-    match_and_measure(spark, cfg, "night2")
+    match_and_measure(spark, cfg, "night2", metrics=False)
     _, passages = findings(spark, cfg, "night2")
     seen = {tuple(p.token_ids): p.first_seen_run_id for p in passages.values()}
     assert seen == {tuple(range(0, 6)): "night1", tuple(range(10, 16)): "night2"}
@@ -331,7 +333,7 @@ def test_frequent_anchors_lose_no_match(spark, tmp_path, word_tokenizer):
     }
     cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs, max_postings=3)
     put_samples(spark, cfg, "hot", samples)
-    stats = match_and_measure(spark, cfg, "hot")
+    stats = match_and_measure(spark, cfg, "hot", metrics=False)
     assert stats["second_pass_windows"] > 0, stats
     occ, passages = findings(spark, cfg, "hot")
     exp_occ, exp_passages = oracle(samples, docs, N)
@@ -391,7 +393,7 @@ def test_default_counts_are_exact_up_to_one_hundred_documents(spark, tmp_path, w
     assert cfg.index.max_postings == 100
     build_index(spark, cfg)
     put_samples(spark, cfg, "hundred", {0: [63] + common + [62], 1: [63] + wider + [62]})
-    match_and_measure(spark, cfg, "hundred")
+    match_and_measure(spark, cfg, "hundred", metrics=False)
     _, passages = findings(spark, cfg, "hundred")
     in_100, in_101 = passages[passage_id_of(common)], passages[passage_id_of(wider)]
     assert (in_100.doc_count, in_100.doc_count_is_exact) == (100, True)

@@ -279,6 +279,10 @@ def rate(x: float | None) -> str:
     return "n/a" if x is None else f"{x:,.0f}"
 
 
+def num(x: int | None) -> str:
+    return "n/a" if x is None else f"{x:,}"
+
+
 def ratio_goal(ours_rate: float, rival: dict | None, target: float, judged: str | None) -> str:
     """``ours / rival`` and, at the size the goal is judged at, whether it is met."""
     if rival is None:
@@ -322,9 +326,9 @@ def print_size(samples: Samples, o: dict, count: dict | None, creativity: dict |
           f"{samples.windows:,} windows)")
     print(f"  ours        import {o['import_s']:.1f}s + match {o['match_s']:.1f}s (inside the step "
           f"{o['match_inner_s']}s) = {o['total_s']:.1f}s: {o['tokens_per_s']:,.0f} tokens/s, "
-          f"{o['s_per_m_tokens']:.2f} s per M tokens; imported {o['samples_imported']} samples / "
-          f"{o['run_tokens']} tokens; {o['verified_windows']} verified windows, {o['occurrences']} occurrences, "
-          f"{o['passages']} passages")
+          f"{o['s_per_m_tokens']:.2f} s per M tokens; imported {num(o['samples_imported'])} samples / "
+          f"{num(o['run_tokens'])} tokens; {num(o['verified_windows'])} verified windows, "
+          f"{num(o['occurrences'])} occurrences, {num(o['passages'])} passages")
     if count:
         sub = (f"timed on a random {count['timed_windows']:,} of {count['windows']:,} windows, extrapolated"
                if count["subset"] else "every window timed")
@@ -445,7 +449,7 @@ def run(args, work: Path) -> None:
     print("INDEXES (setup, not part of the match measurements)")
     cfg = bi.ea_config(work, "match", corpus, tokenizer_dir, args.cores, args.shuffle_partitions)
     built = bi.our_build(cfg, args.cores, args, logs / "index.log")
-    print(f"  ours: extraction-audit index {built['wall']:.1f}s, {built['tokens']} tokens added")
+    print(f"  ours: extraction-audit index {built['wall']:.1f}s, {num(built['tokens'])} tokens added")
     if built["tokens"] is not None and built["tokens"] != len(corpus_tokens.tokens):
         print(f"  WARNING: our index holds {built['tokens']:,} tokens, this benchmark's tokenization "
               f"{len(corpus_tokens.tokens):,}: the numpy baseline and planted spans may not match the index")

@@ -188,6 +188,32 @@ def test_interrupted_build_is_finished_on_rerun(spark, tmp_path, word_tokenizer)
     assert table_as_dict(spark, cfg) == expected
 
 
+def test_build_killed_after_its_anchor_commit_is_recorded_on_rerun(spark, tmp_path, word_tokenizer):
+    """Anchors committed but the build not recorded: the rerun records it from its commit,
+    and the corpus totals (sums over the builds) equal the tables."""
+    import extraction_audit.index as index_mod
+
+    records = [{"id": f"d{i}", "text": words([i % 3, 1, 2, 3, i % 2])} for i in range(6)]
+    cfg = index_config(tmp_path, word_tokenizer, write_jsonl(tmp_path / "c", records), corpus_id="late")
+    original = index_mod._record_build
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("simulated kill before the build is recorded")
+
+    index_mod._record_build = crash
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            build_index(spark, cfg)
+    finally:
+        index_mod._record_build = original
+    stats = build_index(spark, cfg)
+    assert len(stats["builds_finished_after_crash"]) == 1 and stats["documents_added"] == 0
+    tables = Tables(spark, cfg)
+    meta = tables.read("corpus_index").where("corpus_id = 'late'").collect()[0]
+    assert (meta.documents, meta.tokens) == (6, 30)
+    assert meta.anchors == tables.read("corpus_anchors").where("corpus_id = 'late'").count() > 0
+
+
 # ----------------------------------------------------------------------------- ingestion
 def test_bad_records_are_counted_by_reason_and_the_rest_indexed(spark, tmp_path, word_tokenizer):
     corpus = tmp_path / "bad"

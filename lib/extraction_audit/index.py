@@ -415,9 +415,13 @@ def _committed_rows(tables: Tables, name: str, build_id: str) -> int | None:
     return None
 
 
-def _merged_build_ids(tables: Tables) -> set[str]:
-    hist = tables.delta("corpus_anchors").history().select("userMetadata").where("userMetadata IS NOT NULL")
-    return {r[0] for r in hist.collect()}
+def _anchor_commits(tables: Tables) -> dict[str, int]:
+    """``{build_id: rows}`` of every labelled ``corpus_anchors`` commit in the table history."""
+    from pyspark.sql import functions as F
+
+    hist = (tables.delta("corpus_anchors").history().where(F.col("userMetadata").isNotNull())
+            .select("userMetadata", F.col("operationMetrics").getItem("numOutputRows").alias("rows")))
+    return {r["userMetadata"]: int(r["rows"] or 0) for r in hist.collect()}
 
 
 def _finish_pending_builds(spark, tables: Tables, meta: IndexMeta) -> list[str]:
@@ -429,7 +433,7 @@ def _finish_pending_builds(spark, tables: Tables, meta: IndexMeta) -> list[str]:
                      .select("build_id").distinct().join(recorded, "build_id", "left_anti").collect())
     if not pending:
         return []
-    merged = _merged_build_ids(tables)
+    merged = _anchor_commits(tables)
     for build_id in pending:
         if build_id not in merged:
             log.warning("finishing interrupted index build %s", build_id)
@@ -437,8 +441,7 @@ def _finish_pending_builds(spark, tables: Tables, meta: IndexMeta) -> list[str]:
         else:
             added = (tables.read("corpus_documents").where(F.col("build_id") == build_id)
                      .agg(F.count(F.lit(1)).alias("d"), F.sum("n_tokens").alias("t")).collect()[0])
-            docs, tokens = int(added["d"]), int(added["t"] or 0)
-            anchors = _committed_rows(tables, "corpus_anchors", build_id) or 0
+            docs, tokens, anchors = int(added["d"]), int(added["t"] or 0), merged[build_id]
         _record_build(spark, tables, meta, {
             "build_id": build_id, "records_read": 0, "documents_added": docs,
             "documents_already_present": 0, "tokens_added": tokens, "anchors_added": anchors,
@@ -460,13 +463,13 @@ def _record_build(spark, tables: Tables, meta: IndexMeta, stats: dict, started: 
     tables.merge("corpus_index_builds", spark.createDataFrame([row], CORPUS_INDEX_BUILDS.schema))
 
 
-def _write_meta(spark, tables: Tables, meta: IndexMeta, documents: int = 0, tokens: int = 0,
-                anchors: int = 0, update_counts: bool = False) -> None:
+def _write_meta(spark, tables: Tables, meta: IndexMeta) -> None:
+    """Record a new corpus's settings (insert if absent); its totals follow its builds."""
     from .tables import CORPUS_INDEX
 
-    row = {**asdict(meta), "documents": documents, "tokens": tokens, "distinct_ngrams": None,
-           "anchors": anchors, "updated_at": _now()}
-    tables.merge("corpus_index", spark.createDataFrame([row], CORPUS_INDEX.schema), update=update_counts)
+    row = {**asdict(meta), "documents": 0, "tokens": 0, "distinct_ngrams": None, "anchors": 0,
+           "updated_at": _now()}
+    tables.merge("corpus_index", spark.createDataFrame([row], CORPUS_INDEX.schema), update=False)
 
 
 def _refresh_meta_counts(spark, tables: Tables, meta: IndexMeta) -> None:

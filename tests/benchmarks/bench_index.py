@@ -580,12 +580,13 @@ def parse_args() -> argparse.Namespace:
     return p.parse_args()
 
 
-def main() -> None:
-    args = parse_args()
+def run_in_work_folder(args, run, prefix: str) -> None:
+    """``run(args, work)`` in ``--work`` (kept) or a temporary folder (removed unless
+    ``--keep``), offline, after checking that infini-gram is installed when it is wanted."""
     if not args.skip_infini_gram and infini_gram_version() is None:
         sys.exit("infini-gram is not installed: pip install infini-gram (or pass --skip-infini-gram)")
     os.environ.update(OFFLINE)
-    work = Path(args.work).resolve() if args.work else Path(tempfile.mkdtemp(prefix="bench-index-"))
+    work = Path(args.work).resolve() if args.work else Path(tempfile.mkdtemp(prefix=prefix))
     work.mkdir(parents=True, exist_ok=True)
     (work / "logs").mkdir(exist_ok=True)
     try:
@@ -595,6 +596,10 @@ def main() -> None:
             print(f"\nworking folder kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    run_in_work_folder(parse_args(), run, "bench-index-")
 
 
 def run(args, work: Path) -> None:

@@ -45,7 +45,6 @@ import platform
 import re
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -421,20 +420,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def main() -> None:
-    args = parse_args()
-    if not args.skip_infini_gram and bi.infini_gram_version() is None:
-        sys.exit("infini-gram is not installed: pip install infini-gram (or pass --skip-infini-gram)")
-    os.environ.update(bi.OFFLINE)
-    work = Path(args.work).resolve() if args.work else Path(tempfile.mkdtemp(prefix="bench-match-"))
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "logs").mkdir(exist_ok=True)
-    try:
-        run(args, work)
-    finally:
-        if args.keep or args.work:
-            print(f"\nworking folder kept: {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+    bi.run_in_work_folder(parse_args(), run, "bench-match-")
 
 
 def run(args, work: Path) -> None:

@@ -164,26 +164,30 @@ def test_incremental_add_equals_full_rebuild_and_readd_is_noop(spark, tmp_path, 
     assert meta.documents == len(records)
 
 
-def test_interrupted_build_is_finished_on_rerun(spark, tmp_path, word_tokenizer):
-    """Documents written but anchors not committed (a crash between the commits)."""
+def _killed_then_rerun(spark, tmp_path, word_tokenizer, corpus_id: str, kill_at: str):
+    """Build six documents, killed when ``index.<kill_at>`` is called; then build again.
+    Returns the records, the config and the rerun's statistics."""
     import extraction_audit.index as index_mod
 
     records = [{"id": f"d{i}", "text": words([i % 3, 1, 2, 3, i % 2])} for i in range(6)]
-    cfg = index_config(tmp_path, word_tokenizer, write_jsonl(tmp_path / "c", records), corpus_id="crash")
-    original = index_mod._add_build_anchors
+    cfg = index_config(tmp_path, word_tokenizer, write_jsonl(tmp_path / "c", records), corpus_id=corpus_id)
 
     def crash(*args, **kwargs):
-        raise KeyboardInterrupt("simulated kill between commits")
+        raise KeyboardInterrupt(f"simulated kill at {kill_at}")
 
-    index_mod._add_build_anchors = crash
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(index_mod, kill_at, crash)
         with pytest.raises(KeyboardInterrupt):
             build_index(spark, cfg)
-    finally:
-        index_mod._add_build_anchors = original
     stats = build_index(spark, cfg)
     assert len(stats["builds_finished_after_crash"]) == 1
     assert stats["documents_added"] == 0
+    return records, cfg, stats
+
+
+def test_interrupted_build_is_finished_on_rerun(spark, tmp_path, word_tokenizer):
+    """Documents written but anchors not committed (a crash between the commits)."""
+    records, cfg, _ = _killed_then_rerun(spark, tmp_path, word_tokenizer, "crash", "_add_build_anchors")
     expected = brute_force({r["id"]: [i % 3, 1, 2, 3, i % 2] for i, r in enumerate(records)}, 3, 3)
     assert table_as_dict(spark, cfg) == expected
 
@@ -191,23 +195,7 @@ def test_interrupted_build_is_finished_on_rerun(spark, tmp_path, word_tokenizer)
 def test_build_killed_after_its_anchor_commit_is_recorded_on_rerun(spark, tmp_path, word_tokenizer):
     """Anchors committed but the build not recorded: the rerun records it from its commit,
     and the corpus totals (sums over the builds) equal the tables."""
-    import extraction_audit.index as index_mod
-
-    records = [{"id": f"d{i}", "text": words([i % 3, 1, 2, 3, i % 2])} for i in range(6)]
-    cfg = index_config(tmp_path, word_tokenizer, write_jsonl(tmp_path / "c", records), corpus_id="late")
-    original = index_mod._record_build
-
-    def crash(*args, **kwargs):
-        raise KeyboardInterrupt("simulated kill before the build is recorded")
-
-    index_mod._record_build = crash
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            build_index(spark, cfg)
-    finally:
-        index_mod._record_build = original
-    stats = build_index(spark, cfg)
-    assert len(stats["builds_finished_after_crash"]) == 1 and stats["documents_added"] == 0
+    _, cfg, _ = _killed_then_rerun(spark, tmp_path, word_tokenizer, "late", "_record_build")
     tables = Tables(spark, cfg)
     meta = tables.read("corpus_index").where("corpus_id = 'late'").collect()[0]
     assert (meta.documents, meta.tokens) == (6, 30)

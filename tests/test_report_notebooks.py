@@ -14,6 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
+from conftest import CLI_TEST_SPARK_CONF
 from test_report_build import RUN_A, RUN_B, shared_small_runs
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
@@ -48,7 +49,8 @@ def test_notebooks_execute_against_small_tables(spark, tmp_path, tmp_path_factor
 
     cfg, _, _ = shared_small_runs(spark, tmp_path_factory)
     settings = cfg.model_dump(mode="json")
-    settings["spark"].update(master="local[2]", shuffle_partitions=2, driver_memory="1g")
+    # The kernel's JVM lives a minute: the short-lived JVM settings of the tests' CLI processes.
+    settings["spark"].update(master="local[2]", shuffle_partitions=2, driver_memory="1g", conf=CLI_TEST_SPARK_CONF)
     config_path = tmp_path / "notebooks.yaml"
     config_path.write_text(yaml.safe_dump(settings), encoding="utf-8")
     monkeypatch.setenv("EXTRACTION_AUDIT_CONFIG", str(config_path))

@@ -449,17 +449,26 @@ def fmt_s(x: float | None) -> str:
     return "n/a" if x is None else f"{x:,.1f}s"
 
 
-def header(args, tokenizer_dir: Path, corpora: dict[str, Corpus]) -> None:
+def machine_line() -> str:
+    """The machine and versions a benchmark's ratios were measured on (shared by bench_match)."""
     import pyspark
 
     info = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
     cpu = next((x.split(":", 1)[1].strip() for x in info if x.startswith("model name")), platform.processor())
+    return (f"machine: {cpu}, {os.cpu_count()} CPUs visible, python {platform.python_version()}, "
+            f"pyspark {pyspark.__version__}, infini-gram {infini_gram_version() or 'not installed'}")
+
+
+def pinned_cores(args) -> bool:
+    return not args.no_pin and bool(shutil.which("taskset"))
+
+
+def header(args, tokenizer_dir: Path, corpora: dict[str, Corpus]) -> None:
     print("=" * 100)
     rival = "(infini-gram skipped)" if args.skip_infini_gram else "vs infini-gram suffix array"
     print(f"Corpus index build: extraction-audit index (end to end, Spark local[C]) {rival}")
-    print(f"machine: {cpu}, {os.cpu_count()} CPUs visible, python {platform.python_version()}, "
-          f"pyspark {pyspark.__version__}, infini-gram {infini_gram_version() or 'not installed'}")
-    pin = not args.no_pin and bool(shutil.which("taskset"))
+    print(machine_line())
+    pin = pinned_cores(args)
     print(f"cores measured: {args.cores}; pinned with taskset: {pin}; index.n={N}; "
           f"extra --set: {args.set or 'none'}")
     print(f"tokenizer: {tokenizer_dir}")

@@ -41,7 +41,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import re
 import shutil
 import sys
@@ -299,16 +298,11 @@ def judged_at(sizes: list[Samples], target: int) -> tuple[Samples, str]:
 
 
 def header(args, tokenizer_dir: Path, corpus: bi.Corpus, corpus_tokens: CorpusTokens) -> None:
-    import pyspark
-
-    info = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
-    cpu = next((x.split(":", 1)[1].strip() for x in info if x.startswith("model name")), platform.processor())
     print("=" * 100)
     rival = "(infini-gram skipped)" if args.skip_infini_gram else "vs infini-gram count / creativity"
     print(f"Matching at scale: extraction-audit import-samples + match (end to end) {rival} vs numpy lookup")
-    print(f"machine: {cpu}, {os.cpu_count()} CPUs visible, python {platform.python_version()}, "
-          f"pyspark {pyspark.__version__}, infini-gram {bi.infini_gram_version() or 'not installed'}")
-    pin = not args.no_pin and bool(shutil.which("taskset"))
+    print(bi.machine_line())
+    pin = bi.pinned_cores(args)
     print(f"ours: local[{args.cores}], pinned with taskset: {pin}; infini-gram and numpy: one thread; "
           f"index.n={N}; extra --set: {args.set or 'none'}")
     print(f"tokenizer: {tokenizer_dir}")

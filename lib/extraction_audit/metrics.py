@@ -62,6 +62,10 @@ def compute_run_metrics(spark, cfg: AuditConfig, run_id: str, tables: Tables, ru
         first_cp = F.when(F.col("cum_tokens") <= points[i], F.lit(i)).otherwise(
             first_cp if first_cp is not None else F.lit(None))
     per_sample = cum.select("sample_id", "n_tokens", first_cp.alias("cp")).where(F.col("cp").isNotNull())
+    # Written once: the aggregations below join it five times, and each join would otherwise
+    # recompute the running sums (a window and a broadcast of the range offsets).
+    per_sample = (materialise(per_sample, f"{scratch}/per_sample_checkpoints") if scratch
+                  else per_sample.localCheckpoint(eager=True))
 
     rare = cfg.match.rare_doc_count
     passages = (tables.read("extracted_passages").where(F.col("run_id") == run_id)

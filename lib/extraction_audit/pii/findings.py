@@ -174,9 +174,9 @@ def _run_pii(spark, cfg: AuditConfig, tables: Tables, settings: DetectionSetting
     # Raw surface forms live only in executor memory (and its spill) while the stage runs.
     detections = detect_samples(samples, settings, keep_raw=cfg.storage.allow_raw_pii).persist(
         StorageLevel.MEMORY_AND_DISK)
-    search_hits = None
+    cached = []
     try:
-        lookup, doc_hits, search_hits, stats["lookup"] = corpus_lookup(
+        lookup, doc_hits, cached, stats["lookup"] = corpus_lookup(
             spark, tables, corpus_id, detections, cfg.pii.corpus_search_limit, cfg.pii.example_doc_ids)
         pairs = detections.where(F.col("linked_name_key").isNotNull()).select(
             "entity_type", "value_key", "linked_name_key").distinct()
@@ -200,9 +200,8 @@ def _run_pii(spark, cfg: AuditConfig, tables: Tables, settings: DetectionSetting
         ensure_findings_table(tables)
         tables.replace_run("pii_findings", findings, run_id)
     finally:
-        detections.unpersist()
-        if search_hits is not None:
-            search_hits.unpersist()
+        for frame in [detections, *cached]:
+            frame.unpersist()
 
     stats.update(_summary(tables, run_id))
     create_redacted_views(tables)

@@ -48,7 +48,11 @@ def _search_priority():
 def corpus_lookup(spark, tables: Tables, corpus_id: str, detections, search_limit: int,
                   n_examples: int):
     """Returns (lookup_df keyed by KEYS, doc_hits_df (entity_type, value_key, doc_id),
-    search_hits_df (persisted: the caller unpersists it after writing), stats).
+    the persisted frames (the caller unpersists them after writing), stats).
+
+    ``lookup`` and ``doc_hits`` are persisted: the findings query uses each several times
+    (findings, name linkage, index-only document hits), and recomputing them there put six
+    copies of the lookup's joins (about forty broadcast jobs) into one write.
 
     ``detections`` needs entity_type, value_key and search_requirements.
     """
@@ -96,7 +100,7 @@ def corpus_lookup(spark, tables: Tables, corpus_id: str, detections, search_limi
         F.when(status == "search", F.col("search_examples"))
          .when(status == "index_only", F.col("index_examples")).alias("example_doc_ids"),
         F.coalesce("index_doc_count", F.lit(0)).cast("bigint").alias("index_doc_count"),
-    )
+    ).persist(StorageLevel.MEMORY_AND_DISK)
 
     row = lookup.agg(
         F.count("*").alias("distinct_values"),
@@ -112,7 +116,7 @@ def corpus_lookup(spark, tables: Tables, corpus_id: str, detections, search_limi
                        & (F.col("corpus_doc_count") < F.col("index_doc_count")), True)).alias("search_below_index"),
         F.sum(F.when(F.col("corpus_lookup").isin(*COUNTED), F.col("corpus_doc_count"))).alias("search_doc_total"),
         F.sum(F.when(F.col("corpus_lookup").isin(*COUNTED), F.col("index_doc_count"))).alias("index_doc_total"),
-    ).first().asDict()
+    ).first().asDict()  # fills the cache: the joins run once
     stats = {k: int(v or 0) for k, v in row.items()}
     if stats["not_searched"] or stats["index_only"]:
         log.warning("%d values were not searched (pii.corpus_search_limit=%d): %d have only the corpus index's "
@@ -125,9 +129,9 @@ def corpus_lookup(spark, tables: Tables, corpus_id: str, detections, search_limi
 
     index_docs = (tables.read("pii_corpus_doc_values").where(in_corpus).select(*KEYS, "doc_id")
                   .join(lookup.where(F.col("corpus_lookup") == "index_only").select(*KEYS), KEYS, "left_semi"))
-    doc_hits = search_hits.select(*KEYS, "doc_id").unionByName(index_docs)
+    doc_hits = search_hits.select(*KEYS, "doc_id").unionByName(index_docs).persist(StorageLevel.MEMORY_AND_DISK)
     stats["seconds"] = round(time.monotonic() - started, 3)
-    return lookup, doc_hits, search_hits, stats
+    return lookup, doc_hits, [search_hits, lookup, doc_hits], stats
 
 
 def name_linkage(pairs, doc_hits, lookup):

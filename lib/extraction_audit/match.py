@@ -56,7 +56,7 @@ from .errors import UserFacingError
 from .anchors import AnchorConfig, window_anchors
 from .hashing import HashConfig, bucket_of, hash_concatenated
 from .index import IndexMeta, NgramIndex
-from .scratch import materialise, read_scratch
+from .scratch import materialise, materialise_counted, read_scratch
 from .tables import Tables
 from .tokenizer import load_tokenizer
 from .tokens import decode_tokens
@@ -460,9 +460,8 @@ def match_sequences(spark, cfg: AuditConfig, sequences, staging: str, tables: Ta
         frequent = hits.where(F.col("anchor_docs") > first_docs).select("anchor_hash").distinct()
         pending = (windows.join(frequent, "anchor_hash").join(found, ["sample_id", "pos"], "left")
                    .where(F.coalesce(F.col("_found"), F.lit(0)) < first_docs).drop("_found"))
-        pending = materialise(pending, f"{staging}/second_pass_windows")
+        pending, pending_windows = materialise_counted(pending, f"{staging}/second_pass_windows")
         second_pass = None
-        pending_windows = pending.count()
         if pending_windows:
             second = m.explode_candidates(pending, hits.where(F.col("doc_rank") > first_docs))
             more_docs = m.documents_for(second).persist()
@@ -474,13 +473,13 @@ def match_sequences(spark, cfg: AuditConfig, sequences, staging: str, tables: Ta
         anchor_docs = hits.select("anchor_hash", "anchor_docs").distinct()
         candidates = m.window_counts(windows.join(anchor_docs, "anchor_hash"), verified, second_pass)
         verified_path = f"{staging}/verified"
-        verified_windows = materialise(
+        verified_windows, n_verified = materialise_counted(
             m.source_of_windows(verified).join(candidates, ["sample_id", "pos"]), verified_path)
         m.stats.update(candidate_windows=first.select("sample_id", "pos").distinct().count(),
                        second_pass_windows=int(pending_windows))
 
         occ_path = f"{staging}/occurrences"
-        occ = materialise(m.passages(m.occurrences(verified_windows), sequences), occ_path)
+        occ, n_occurrences = materialise_counted(m.passages(m.occurrences(verified_windows), sequences), occ_path)
 
         distinct = (occ.groupBy("passage_id")
                     .agg(F.first("passage_tokens").alias("token_ids"),
@@ -505,11 +504,12 @@ def match_sequences(spark, cfg: AuditConfig, sequences, staging: str, tables: Ta
                         (F.coalesce("verified_docs", F.lit(0)) == 0).alias("is_stitched"),
                     ))
         passages_path = f"{staging}/passages"
-        passages = materialise(passages, passages_path)
+        passages, n_passages = materialise_counted(passages, passages_path)
     finally:
         for frame in persisted:
             frame.unpersist()
-    stats = {**m.stats, "verified_windows": verified_windows.count()}
+    # Row counts observed by the scratch writes themselves, not by counting them again.
+    stats = {**m.stats, "verified_windows": n_verified, "occurrences": n_occurrences, "passages": n_passages}
     return occ, passages, verified_windows, stats
 
 
@@ -548,10 +548,8 @@ def run_match(spark, cfg: AuditConfig, run_id: str, tables: Tables | None = None
     tables.replace_run("extracted_passages", out, run_id)
     tables.replace_run("matched_windows", verified.select(run_col.alias("run_id"), "sample_id", "pos",
                                                           "ngram_hash", "doc_id", "doc_pos"), run_id)
-    # Counted from the step's scratch copies (the rows just written), not by reading the
-    # findings tables back.
-    stats.update(samples=n_samples, occurrences=occ.count(), passages=passages.count(),
-                 seconds=round(time.time() - t0, 2))
+    # occurrences and passages: the rows the scratch writes observed (the rows just written).
+    stats.update(samples=n_samples, seconds=round(time.time() - t0, 2))
     log.info("match %s: %s", run_id, stats)
     return stats
 

@@ -49,9 +49,10 @@ def compute_run_metrics(spark, cfg: AuditConfig, run_id: str, tables: Tables, ru
 
     run = run or {}
     samples = tables.read("samples").where(F.col("run_id") == run_id).select("sample_id", "n_tokens")
+    sums: dict = {}
     cum = ordered(samples, [F.col("sample_id").asc()], running_sums={"cum_tokens": F.col("n_tokens")},
-                  scratch=scratch)
-    total = int(cum.agg(F.max("cum_tokens")).first()[0] or 0)
+                  scratch=scratch, totals=sums)
+    total = int(sums["cum_tokens"] or 0)
     budget = int(run.get("budget_tokens") or total or 1)
     # The whole run is always a row: a run that stopped short of its budget, or overshot it
     # (the last chunk crosses the budget), still has one row holding every sample.

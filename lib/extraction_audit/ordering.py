@@ -16,9 +16,12 @@ import pandas as pd
 
 
 def ordered(df, order: Sequence, *, partition_by: Sequence[str] = (), row_number: str | None = None,
-            running_sums: dict | None = None, scratch: str | None = None, parts: int | None = None):
+            running_sums: dict | None = None, scratch: str | None = None, parts: int | None = None,
+            totals: dict | None = None):
     """``df`` plus ``row_number`` (1-based, per ``partition_by`` group, in ``order``) and
     ``running_sums`` (``{name: column}``: inclusive prefix sums in the same order).
+    ``totals``: a dict to receive the row count (``rows``) and each running sum's grand
+    total, which the ranges' totals give without another job.
 
     ``order`` must be a total order within each group (end it with a unique column)."""
     from pyspark.sql import Window
@@ -41,8 +44,12 @@ def ordered(df, order: Sequence, *, partition_by: Sequence[str] = (), row_number
     group = ["_ord_range", *partition_by]
     per_range = ranged.groupBy(*group).agg(F.count(F.lit(1)).alias("_ord_n"),
                                            *[F.sum(name).alias(f"{name}_t") for name in summed])
-    totals = per_range.toPandas()
-    offsets = _preceding_totals(totals, list(partition_by), ["_ord_n", *[f"{n}_t" for n in summed]])
+    range_totals = per_range.toPandas()
+    if totals is not None:
+        totals["rows"] = int(range_totals["_ord_n"].sum()) if len(range_totals) else 0
+        for name, tmp in zip(running_sums, summed):
+            totals[name] = range_totals[f"{tmp}_t"].sum() if len(range_totals) else 0
+    offsets = _preceding_totals(range_totals, list(partition_by), ["_ord_n", *[f"{n}_t" for n in summed]])
     # Empty input: no ranges, but the join below still needs every offset column.
     offsets_df = spark.createDataFrame(offsets) if len(offsets) else spark.createDataFrame([], per_range.schema)
     out = ranged.join(F.broadcast(offsets_df), group, "left")

@@ -60,11 +60,26 @@ def materialise(df, path: str, mode: str = "overwrite", partition_by: tuple[str,
     data instead of recomputing a UDF pipeline (and see the same rows).  Plain Parquet: scratch
     data needs no transaction log, and a Delta table's snapshot and commit jobs would cost
     more than the write itself."""
+    return _write(df, path, mode, partition_by, None)
+
+
+def materialise_counted(df, path: str, mode: str = "overwrite", partition_by: tuple[str, ...] = ()):
+    """``materialise`` that also returns the number of rows written, observed by the write
+    itself (a step's statistics come from what it wrote, not from a second counting job)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    observation = Observation()
+    out = _write(df.observe(observation, F.count(F.lit(1)).alias("rows")), path, mode, partition_by, df.schema)
+    return out, int(observation.get.get("rows") or 0)
+
+
+def _write(df, path: str, mode: str, partition_by: tuple[str, ...], schema):
     writer = df.write.format("parquet").mode(mode)
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.save(path)
-    return read_scratch(df.sparkSession, path, df.schema)
+    return read_scratch(df.sparkSession, path, schema or df.schema)
 
 
 def read_scratch(spark, path: str, schema):

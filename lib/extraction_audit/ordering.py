@@ -20,8 +20,8 @@ def ordered(df, order: Sequence, *, partition_by: Sequence[str] = (), row_number
             totals: dict | None = None):
     """``df`` plus ``row_number`` (1-based, per ``partition_by`` group, in ``order``) and
     ``running_sums`` (``{name: column}``: inclusive prefix sums in the same order).
-    ``totals``: a dict to receive the row count (``rows``) and each running sum's grand
-    total, which the ranges' totals give without another job.
+    ``totals``: a dict to receive each running sum's grand total, which the ranges' totals
+    give without another job.
 
     ``order`` must be a total order within each group (end it with a unique column)."""
     from pyspark.sql import Window
@@ -46,9 +46,7 @@ def ordered(df, order: Sequence, *, partition_by: Sequence[str] = (), row_number
                                            *[F.sum(name).alias(f"{name}_t") for name in summed])
     range_totals = per_range.toPandas()
     if totals is not None:
-        totals["rows"] = int(range_totals["_ord_n"].sum()) if len(range_totals) else 0
-        for name, tmp in zip(running_sums, summed):
-            totals[name] = range_totals[f"{tmp}_t"].sum() if len(range_totals) else 0
+        totals.update({name: range_totals[f"{tmp}_t"].sum() for name, tmp in zip(running_sums, summed)})
     offsets = _preceding_totals(range_totals, list(partition_by), ["_ord_n", *[f"{n}_t" for n in summed]])
     # Empty input: no ranges, but the join below still needs every offset column.
     offsets_df = spark.createDataFrame(offsets) if len(offsets) else spark.createDataFrame([], per_range.schema)

@@ -60,7 +60,11 @@ def materialise(df, path: str, mode: str = "overwrite", partition_by: tuple[str,
     data instead of recomputing a UDF pipeline (and see the same rows).  Plain Parquet: scratch
     data needs no transaction log, and a Delta table's snapshot and commit jobs would cost
     more than the write itself."""
-    return _write(df, path, mode, partition_by, None)
+    writer = df.write.format("parquet").mode(mode)
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    writer.save(path)
+    return read_scratch(df.sparkSession, path, df.schema)
 
 
 def materialise_counted(df, path: str, mode: str = "overwrite", partition_by: tuple[str, ...] = ()):
@@ -70,16 +74,8 @@ def materialise_counted(df, path: str, mode: str = "overwrite", partition_by: tu
     from pyspark.sql import functions as F
 
     observation = Observation()
-    out = _write(df.observe(observation, F.count(F.lit(1)).alias("rows")), path, mode, partition_by, df.schema)
+    out = materialise(df.observe(observation, F.count(F.lit(1)).alias("rows")), path, mode, partition_by)
     return out, int(observation.get.get("rows") or 0)
-
-
-def _write(df, path: str, mode: str, partition_by: tuple[str, ...], schema):
-    writer = df.write.format("parquet").mode(mode)
-    if partition_by:
-        writer = writer.partitionBy(*partition_by)
-    writer.save(path)
-    return read_scratch(df.sparkSession, path, schema or df.schema)
 
 
 def read_scratch(spark, path: str, schema):

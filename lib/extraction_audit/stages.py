@@ -140,7 +140,7 @@ def _generate(ctx: StageContext) -> dict:
     from .generate import run_generation
 
     return run_generation(ctx.spark, ctx.cfg, ctx.run_id, budget_tokens=ctx.run.get("budget_tokens"),
-                          tables=ctx.tables)
+                          tables=ctx.tables, scratch=ctx.scratch)
 
 
 def _begin_import(ctx: StageContext) -> dict:

@@ -56,6 +56,10 @@ def parse_args(argv=None):
     p.add_argument("--vllm", action="store_true", help="also measure the vLLM backend when installed")
     p.add_argument("--work-dir", default=None)
     p.add_argument("--json-out", default=None, help="write the results as JSON here")
+    p.add_argument("--full-path-budget", type=int, default=None,
+                   help="instead of the per-batch rows: the whole `generate` step (runner, chunks, Delta "
+                        "commits) with the product's default generation settings on local[*] up to this "
+                        "many tokens, against in-process generation of the same samples (e.g. 200000)")
     return p.parse_args(argv)
 
 
@@ -118,6 +122,62 @@ def measure_end_to_end(spark, cfg, run_id, budget):
             "chunks": stats["chunks"]}
 
 
+def measure_full_path(args, model_dir, tokenizer_dir, work):
+    """The product's ``generate`` step as the CLI runs it (runner, chunk rounds, one Delta
+    commit per chunk, run state), counted from the moment the Spark session is up, against
+    the same samples generated in this process with the same settings.  Default
+    generation settings (batch size, samples per task, chunks) and all cores: what a user
+    of the local default gets.  In-process runs with torch's own thread count (all cores)
+    and with one thread, batch after batch; the ratio is against the faster of the two."""
+    import torch
+
+    from extraction_audit.config import parse_config
+    from extraction_audit.generate.backends import BackendSpec, get_backend
+    from extraction_audit.runner import Runner
+    from extraction_audit.spark import get_spark
+    from extraction_audit.tables import Tables
+
+    sampling = _sampling(args)
+    cfg = parse_config({
+        "storage": {"warehouse": str(work / "full-path-warehouse"), "cache_dir": str(work / "cache"),
+                    "allow_raw_pii": True},
+        "spark": {"log_file": str(work / "spark.log")},
+        "model": {"path": model_dir, "tokenizer": tokenizer_dir, "device": args.device, "dtype": args.dtype},
+        "generation": {"sampling": sampling.model_dump(), "prompts": [{"strategy": "empty"}],
+                       "budget_tokens": args.full_path_budget},
+    })
+    cfg.base_dir = str(work)
+    start = time.perf_counter()
+    spark = get_spark(cfg)
+    session_s = time.perf_counter() - start
+    start = time.perf_counter()
+    tables = Tables(spark, cfg)
+    tables.ensure_all()
+    tables_s = time.perf_counter() - start
+    start = time.perf_counter()
+    stats = Runner(spark, cfg, tables).run_step("bench-full-path", "generate",
+                                               {"budget_tokens": args.full_path_budget})
+    full_s = time.perf_counter() - start
+    gen = cfg.generation
+    full = {"tokens": stats["tokens_added"], "samples": stats["samples"], "chunks": stats["chunks"],
+            "seconds": full_s, "tokens_per_s": stats["tokens_added"] / full_s,
+            "session_start_s": session_s, "table_creation_s": tables_s,
+            "master": spark.sparkContext.master, "batch_size": gen.batch_size,
+            "samples_per_task": gen.samples_per_task}
+    spark.stop()
+
+    spec = BackendSpec("hf", model_dir, tokenizer_dir, args.dtype, args.device, sampling.model_dump_json())
+    backend = get_backend(spec)
+    plan = _plan(stats["samples"], backend.tokenizer, sampling, seed=gen.seed)
+    in_process = {}
+    for threads in sorted({os.cpu_count() or 1, 1}, reverse=True):
+        torch.set_num_threads(threads)
+        in_process[threads] = measure_in_process(backend, plan, gen.batch_size, sampling.max_new_tokens)
+    best = max(in_process.values(), key=lambda r: r["tokens_per_s"])
+    return {"full_path": full, "in_process_by_threads": in_process,
+            "ratio_to_in_process": full["tokens_per_s"] / best["tokens_per_s"]}
+
+
 def bandwidth_bound(model, batch_size, prompt_len, max_new_tokens, bandwidth_gbs):
     """Tokens/s if each decode step only had to stream the weights and the KV cache once."""
     import torch
@@ -162,6 +222,20 @@ def main(argv=None):
         model_dir, tokenizer_dir = args.model_dir, args.tokenizer_dir or args.model_dir
     else:
         model_dir, tokenizer_dir = build_random_assets(work / "assets", shape=args.model_size)
+    if args.full_path_budget:
+        result = measure_full_path(args, model_dir, tokenizer_dir, work)
+        full = result["full_path"]
+        print(f"full generate path on {full['master']}: {full['tokens']:,} tokens, {full['samples']:,} samples in "
+              f"{full['chunks']} chunks, {full['seconds']:.1f} s = {full['tokens_per_s']:,.0f} tok/s "
+              f"(session start {full['session_start_s']:.1f} s and table creation {full['table_creation_s']:.1f} s "
+              "not counted)")
+        for threads, r in result["in_process_by_threads"].items():
+            print(f"in-process, torch threads {threads}: {r['tokens']:,} tokens in {r['seconds']:.1f} s = "
+                  f"{r['tokens_per_s']:,.0f} tok/s")
+        print(f"full path / best in-process: x{result['ratio_to_in_process']:.2f}")
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(result, indent=2, default=float))
+        return 0
     sampling = _sampling(args)
     spark_conf = {"spark.task.cpus": str(args.threads)} if args.device == "cpu" else {}
     base = {

@@ -53,14 +53,13 @@ def _after_commit(run_id: str, mode: str, chunk: int) -> None:
 def run_probe(spark, cfg: AuditConfig, run_id: str, tables: Tables | None = None, scratch: str | None = None) -> dict:
     """Draw the probes, generate the missing ones in each mode, score and commit them; returns
     the step statistics."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from ..generate.backends import BackendSpec
     from ..generate.job import _resource_profile, generate_on_executors, model_context_length
     from ..generate.worker import WorkerSpec
     from ..index import NgramIndex
-    from ..scratch import materialise
+    from ..scratch import delete_path, materialise
     from ..tokenizer import check_model_location
     from .draw import draw, with_tokens
 
@@ -117,12 +116,13 @@ def run_probe(spark, cfg: AuditConfig, run_id: str, tables: Tables | None = None
                                                           F.col("token_ids").alias("continuation_ids")), "probe_id"))
                 rows = (rows.withColumn("run_id", F.lit(run_id)).withColumn("mode", F.lit(mode))
                         .withColumn("created_at", F.current_timestamp()))
-                rows = rows.persist(StorageLevel.MEMORY_AND_DISK)  # generate once, not once per merge pass
+                # Generated once: Delta's MERGE plans a persisted source again (and would run
+                # the generation a second time); it reads this written copy instead.
+                written = materialise(rows, f"{scratch}/chunk_rows")
                 try:
-                    rows.count()
-                    tables.merge("probes", rows, update=False, run_id=run_id)
+                    tables.merge("probes", written, update=False, run_id=run_id)
                 finally:
-                    rows.unpersist()
+                    delete_path(spark, f"{scratch}/chunk_rows")
                 gen_seconds += time.monotonic() - t0
                 generated += n
                 log.info("probe %s: %s chunk %d/%d committed (+%d probes)", run_id, mode, chunk + 1, n_chunks, n)

@@ -8,7 +8,8 @@ Reads ``samples`` (what the run already has) and the prompt sources; writes ``sa
 Resumable budgets.  The budget counts generated tokens.  Sample ids are 0, 1, 2, ...
 and everything about a sample derives from (``generation.seed``, sample id), so the
 plan never depends on what happened to run before.  Each round plans
-``ceil(remaining tokens / mean tokens per sample)`` new ids (at most ``chunk_samples``),
+``ceil(1.1 x remaining tokens / mean tokens per sample) + 1`` new ids (at most
+``chunk_samples``; the margin makes a top-up round for a few samples rare),
 generates them in one Spark job and commits them in one Delta transaction.  A crash or
 kill loses at most the chunk in flight; rerunning the same ``run_id`` reads what is
 there, regenerates exactly the missing ids (holes are found by count vs. max id and
@@ -140,13 +141,17 @@ def _generate(spark, cfg, tables, run_id, tokenizer, model_path, tokenizer_path,
     log.info("generate %s: budget %s tokens, %s already there; %s; chunks of up to %d samples",
              run_id, f"{budget:,}", f"{done.tokens:,}", sampling_label(gen.sampling), chunk_cap)
     try:
-        if done.tokens < budget:  # a finished run needs no prompt sources
+        if done.tokens < budget or done.holes > 0:  # a finished run needs no prompt sources
             for k, strategy in enumerate(gen.prompts):
                 if strategy.strategy in ("public_prefix", "file"):
                     sources[k] = load_prompt_source(spark, cfg, strategy)
         ctx = PlanContext(gen, tokenizer, sources)
-        while done.tokens < budget:
+        # Lost samples (holes below the highest id) come back even when the budget is
+        # already met: a run's ids stay dense, whatever the round sizes were.
+        while done.tokens < budget or done.holes > 0:
             ids = next_chunk_ids(spark, tables, run_id, done, budget, chunk_cap, expected_tokens_per_sample(gen))
+            if len(ids) == 0:
+                break
             plan = build_plan(ids, ctx)
             check_context(plan, context)
             for name, count in plan["prompt_strategy"].value_counts().items():
@@ -201,8 +206,10 @@ def next_chunk_ids(spark, tables: Tables, run_id: str, done: RunProgress, budget
     from pyspark.sql import functions as F
 
     per_sample = done.tokens / done.samples if done.samples else expected_per_sample
-    wanted = math.ceil((budget - done.tokens) / max(per_sample, 1.0))
-    new = int(min(max(wanted, 1), cap))
+    # 10% more than the mean predicts, plus one: a round that falls a few tokens short
+    # costs a whole top-up round (a Spark job and a commit) for a handful of samples.
+    wanted = math.ceil(1.1 * (budget - done.tokens) / max(per_sample, 1.0)) + 1
+    new = int(min(max(wanted, 1), cap)) if done.tokens < budget else 0
     end = done.max_id + 1 + new
     if done.holes <= 0:
         return np.arange(done.max_id + 1, end, dtype=np.int64)

@@ -70,12 +70,20 @@ def materialise(df, path: str, mode: str = "overwrite", partition_by: tuple[str,
 def materialise_counted(df, path: str, mode: str = "overwrite", partition_by: tuple[str, ...] = ()):
     """``materialise`` that also returns the number of rows written, observed by the write
     itself (a step's statistics come from what it wrote, not from a second counting job)."""
-    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
+    out, observed = materialise_observed(df, path, (F.count(F.lit(1)).alias("rows"),), mode, partition_by)
+    return out, int(observed.get("rows") or 0)
+
+
+def materialise_observed(df, path: str, aggregates, mode: str = "overwrite", partition_by: tuple[str, ...] = ()):
+    """``materialise`` plus the named ``aggregates`` (Column expressions) over the written rows,
+    computed by the write itself; returns (written copy, {name: value})."""
+    from pyspark.sql import Observation
+
     observation = Observation()
-    out = materialise(df.observe(observation, F.count(F.lit(1)).alias("rows")), path, mode, partition_by)
-    return out, int(observation.get.get("rows") or 0)
+    out = materialise(df.observe(observation, *aggregates), path, mode, partition_by)
+    return out, dict(observation.get)
 
 
 def read_scratch(spark, path: str, schema):

@@ -235,13 +235,9 @@ def generate_chunk(spark, tables: Tables, run_id: str, plan, spec: WorkerSpec, s
     counts = (F.count(F.lit(1)).alias("n"), F.sum("n_tokens").alias("t"),
               F.sum(F.when(F.col("finish_reason") == "eos", 1).otherwise(0)).alias("eos"))
     if scratch:
-        from pyspark.sql import Observation
+        from ..scratch import delete_path, materialise_observed
 
-        from ..scratch import delete_path, materialise
-
-        observation = Observation()
-        written = materialise(samples.observe(observation, *counts), scratch)
-        row = observation.get
+        written, row = materialise_observed(samples, scratch, counts)
         try:
             tables.merge("samples", written, update=False, run_id=run_id)
         finally:

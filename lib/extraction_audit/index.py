@@ -286,31 +286,38 @@ def build_index(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
 
     finished_builds = _finish_pending_builds(spark, tables, meta)
 
-    classified = classify(read_raw(spark, cfg), cfg).cache()
+    # Each record marked with whether the corpus already holds its document, in the pass that
+    # counts the rejects: a run that brings nothing new (a nightly audit of an unchanged
+    # corpus) then writes no documents and commits nothing to corpus_documents.
+    existing_ids = index.documents().select("doc_id").distinct().withColumn("_present", F.lit(True))
+    classified = classify(read_raw(spark, cfg), cfg).join(existing_ids, "doc_id", "left").cache()
+    build_id = f"build-{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     try:
-        counts = {r["_reject"]: r["count"] for r in classified.groupBy("_reject").count().collect()}
+        by_state = (classified.groupBy("_reject", F.col("_present").isNotNull().alias("present")).count().collect())
+        counts: dict = {}
+        for r in by_state:
+            counts[r["_reject"]] = counts.get(r["_reject"], 0) + r["count"]
+        new = sum(r["count"] for r in by_state if r["_reject"] is None and not r["present"])
         records = int(sum(counts.values()))
         skipped = {reason: int(counts.get(reason, 0)) for reason in REJECT_REASONS if counts.get(reason)}
         if records == 0:
             raise UserFacingError(f"corpus {cfg.corpus.id!r}: the source has no records ({cfg.corpus.path})")
-        valid = classified.where(F.col("_reject").isNull())
-        existing_ids = index.documents().select("doc_id")
-        new_docs = valid.join(existing_ids, "doc_id", "left_anti")
         already = int(counts.get(None, 0))
-        build_id = f"build-{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
-        tokenized = (tokenize_documents(new_docs, meta.tokenizer_path, meta.token_width)
-                     .withColumn("corpus_id", F.lit(meta.corpus_id))
-                     .withColumn("tokenizer", F.lit(meta.tokenizer))
-                     .withColumn("build_id", F.lit(build_id))
-                     .withColumn("ingested_at", F.lit(started))
-                     .withColumn("doc_seq", F.monotonically_increasing_id()))
-        with _labelled_commits(spark, build_id):
-            tables.append("corpus_documents", tokenized, options={"compression": "zstd"})
+        if new:
+            new_docs = classified.where(F.col("_reject").isNull() & F.col("_present").isNull()).drop("_present")
+            tokenized = (tokenize_documents(new_docs, meta.tokenizer_path, meta.token_width)
+                         .withColumn("corpus_id", F.lit(meta.corpus_id))
+                         .withColumn("tokenizer", F.lit(meta.tokenizer))
+                         .withColumn("build_id", F.lit(build_id))
+                         .withColumn("ingested_at", F.lit(started))
+                         .withColumn("doc_seq", F.monotonically_increasing_id()))
+            with _labelled_commits(spark, build_id):
+                tables.append("corpus_documents", tokenized, options={"compression": "zstd"})
     finally:
         classified.unpersist()
 
     docs_added = tokens_added = anchors_added = 0
-    if _committed_rows(tables, "corpus_documents", build_id):
+    if new and _committed_rows(tables, "corpus_documents", build_id):
         docs_added, tokens_added, anchors_added = _add_build_anchors(spark, tables, meta, build_id)
     already -= docs_added
     stats = {
@@ -325,7 +332,7 @@ def build_index(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
         "seconds": round(time.time() - t0, 2),
     }
     _record_build(spark, tables, meta, {**stats, "anchors_added": anchors_added}, started)
-    _refresh_meta_counts(spark, tables, meta)
+    _refresh_meta_counts(spark, tables, meta, added=bool(docs_added or finished_builds))
     log.info("index %s: %d records, %d new documents (%d tokens), %d already indexed, skipped %s, %.1fs",
              meta.corpus_id, records, docs_added, tokens_added, already, skipped or "none", stats["seconds"])
     return stats
@@ -472,12 +479,21 @@ def _write_meta(spark, tables: Tables, meta: IndexMeta) -> None:
     tables.merge("corpus_index", spark.createDataFrame([row], CORPUS_INDEX.schema), update=False)
 
 
-def _refresh_meta_counts(spark, tables: Tables, meta: IndexMeta) -> None:
+def _refresh_meta_counts(spark, tables: Tables, meta: IndexMeta, added: bool = True) -> None:
     """The corpus totals, summed over its recorded builds (one small row each): a build
     never re-counts the corpus's documents or anchors.  Builds recorded before
-    ``anchors_added`` existed are counted from the table once."""
+    ``anchors_added`` existed are counted from the table once.  The row is rewritten only
+    when something changed (``added``: this build added documents or finished a crashed
+    one; else only the settings can differ)."""
     from pyspark.sql import functions as F
 
+    columns = ("documents", "tokens", "anchors", "max_postings", "tokenizer_path")
+    stored = (tables.read("corpus_index").where(F.col("corpus_id") == meta.corpus_id)
+              .select(*columns).limit(1).collect())
+    stored = stored[0].asDict() if stored else None
+    settings = {"max_postings": int(meta.max_postings), "tokenizer_path": meta.tokenizer_path}
+    if not added and stored and all(stored[k] == v for k, v in settings.items()):
+        return  # a build that added nothing: no UPDATE commit, updated_at stays
     builds = (tables.read("corpus_index_builds").where(F.col("corpus_id") == meta.corpus_id)
               .agg(F.sum("documents_added").alias("d"), F.sum("tokens_added").alias("t"),
                    F.sum("anchors_added").alias("a"),
@@ -485,12 +501,13 @@ def _refresh_meta_counts(spark, tables: Tables, meta: IndexMeta) -> None:
     anchors = int(builds["a"] or 0)
     if builds["unknown"]:
         anchors = tables.read("corpus_anchors").where(F.col("corpus_id") == meta.corpus_id).count()
+    values = {"documents": int(builds["d"] or 0), "tokens": int(builds["t"] or 0), "anchors": anchors, **settings}
+    if stored == values:
+        return
+    types = {"documents": "bigint", "tokens": "bigint", "anchors": "bigint", "max_postings": "int",
+             "tokenizer_path": "string"}
     tables.update("corpus_index", F.col("corpus_id") == meta.corpus_id,
-                  {"documents": F.lit(int(builds["d"] or 0)).cast("bigint"),
-                   "tokens": F.lit(int(builds["t"] or 0)).cast("bigint"),
-                   "anchors": F.lit(anchors).cast("bigint"),
-                   "max_postings": F.lit(int(meta.max_postings)),
-                   "tokenizer_path": F.lit(meta.tokenizer_path),
+                  {**{k: F.lit(v).cast(types[k]) for k, v in values.items()},
                    "updated_at": F.lit(_now()).cast("timestamp")})
 
 

@@ -142,7 +142,7 @@ CORPUS_INDEX = _table(TableSpec(
         ("tokens", "BIGINT", "Tokens indexed"),
         ("distinct_ngrams", "BIGINT", "Distinct n-grams (NULL for the anchor layout, which does not store them; "
                                       "`corpus-stats --count-ngrams` counts them from the documents)"),
-        ("updated_at", "TIMESTAMP", "Last build"),
+        ("updated_at", "TIMESTAMP", "Last build that changed this row (one that added nothing leaves it)"),
         ("layout", "STRING", "Index layout: 'anchors' (winnowing anchors, corpus_anchors)"),
         ("anchor_k", "INT", "Anchor k-gram length (w = n - anchor_k + 1 k-grams per window)"),
         ("anchors", "BIGINT", "Rows in corpus_anchors for this corpus"),

@@ -504,8 +504,9 @@ def _refresh_meta_counts(spark, tables: Tables, meta: IndexMeta, added: bool = T
     values = {"documents": int(builds["d"] or 0), "tokens": int(builds["t"] or 0), "anchors": anchors, **settings}
     if stored == values:
         return
-    types = {"documents": "bigint", "tokens": "bigint", "anchors": "bigint", "max_postings": "int",
-             "tokenizer_path": "string"}
+    from .tables import CORPUS_INDEX
+
+    types = {c: t for c, t, _ in CORPUS_INDEX.columns}
     tables.update("corpus_index", F.col("corpus_id") == meta.corpus_id,
                   {**{k: F.lit(v).cast(types[k]) for k, v in values.items()},
                    "updated_at": F.lit(_now()).cast("timestamp")})

@@ -45,9 +45,14 @@ TEST_SPARK_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.f
 # suite's wall time.  Measured on one ``audit --steps generate,match`` on an idle 2-core
 # machine: 122 CPU-s in 70.5 s with production settings, 72 CPU-s in 56 s with these.  The
 # long-lived test session keeps C2 (C1 alone made it 22% slower).  Results are the same.
+# Adaptive execution is off in these processes: on a few hundred rows it only adds a job per
+# shuffle or broadcast stage and a re-plan after each (the bundle's report step: 220 Spark
+# jobs -> 138; the whole bundle task graph on an idle 2-core machine 295 s -> 251 s).  The
+# long-lived test session keeps it on (4% there), so the suite still runs every plan
+# adaptively; results are the same by Spark's contract.
 _SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 CLI_TEST_SPARK_CONF = {**TEST_SPARK_CONF, "spark.driver.extraJavaOptions": _SHORT_JVM,
-                       "spark.executor.extraJavaOptions": _SHORT_JVM}
+                       "spark.executor.extraJavaOptions": _SHORT_JVM, "spark.sql.adaptive.enabled": "false"}
 
 _TEMPLATE_WAREHOUSE: Path | None = None   # set once the session's template tables exist
 

@@ -129,16 +129,22 @@ def demo_assets(tmp_path_factory):
     return ensure_demo_assets(root)
 
 
-# Measured minutes per module on a busy 2-core machine (2026-12-01, longest first): the
-# parallel workers (``-n 2 --dist loadfile``) start the long end-to-end modules first
-# instead of ending on one of them.
-_MODULE_MINUTES = {"test_runner_production": 41, "test_audit_faults": 23, "test_match": 16, "test_index": 15,
-                   "test_demo": 12, "test_report_build": 9, "test_pii_spark": 6, "test_generate_import": 4,
-                   "test_generate_job": 4, "test_synthetic": 3, "test_pii_corpus_counts": 3}
+# Measured seconds per module (sum of its tests' durations, 2026-12-02 suite on a busy 2-core
+# machine, longest first).  ``--no-loadscope-reorder`` (pyproject) keeps this order: by
+# default xdist reorders files by their number of tests, so a long end-to-end module could
+# start last and run alone.  The first two modules go one to each worker: the bundle (which
+# trains the demo assets) and the match tests (which do not need them, so the second worker
+# never waits on the assets' lock).
+_MODULE_SECONDS = {"test_runner_production": 947, "test_match": 526, "test_audit_faults": 504, "test_demo": 349,
+                   "test_index": 319, "test_pii_spark": 197, "test_runner_units": 187, "test_generate_import": 136,
+                   "test_generate_job": 119, "test_report_build": 98, "test_synthetic": 95,
+                   "test_rank_candidates": 77, "test_generate_resume": 70, "test_pii_corpus_counts": 67,
+                   "test_report_notebooks": 59, "test_rank_review": 35, "test_rank_calibration": 25,
+                   "test_pii_demo": 18}
 
 
 def pytest_collection_modifyitems(items):
-    items.sort(key=lambda item: -_MODULE_MINUTES.get(item.module.__name__.rpartition(".")[2], 0))
+    items.sort(key=lambda item: -_MODULE_SECONDS.get(item.module.__name__.rpartition(".")[2], 0))
 
 
 def build_word_tokenizer(path: Path, vocab: int = 64) -> Path:

@@ -3,7 +3,8 @@ subcommand, and so by the bundle tasks and spark-submit entry points.
 
 For each step it validates the run id, creates or checks the run row, records the
 attempt in ``run_steps`` (keyed MERGE), gives the stage a fresh scratch folder, counts the
-Spark jobs the stage ran, records its statistics, deletes the scratch folder, marks steps
+Spark jobs the stage ran, records its statistics (in the same MERGE as the next step's start
+when one follows in the process), deletes the scratch folder, marks steps
 that consumed the step's old output ``stale``, starts derived steps whose inputs are all
 done, and derives ``runs.status``: ``running:<step>``, ``failed:<step>``,
 ``pending:<next step>``, or ``complete`` (with ``finished_at``) once every planned step is
@@ -102,7 +103,18 @@ class Runner:
                 derived, state, pending = self._run_ready_derived(record, options, steps, state, pending)
                 results.update(derived)
                 fresh = True
+            # The last step end is written alone, then the steps are read again: of two
+            # processes finishing the inputs of a derived step at once, the later writer
+            # sees both done (a step end held for the next start is followed by such a
+            # read when that step ends).
+            while record.flush():
+                fresh = False
+                derived, state, pending = self._run_ready_derived(record, options, steps, record.steps(), pending)
+                results.update(derived)
+                fresh = True
         finally:
+            if record.flush():
+                fresh = False
             self._refresh_status(record, extra=pending, state=state if fresh else None)
         return results
 
@@ -138,16 +150,19 @@ class Runner:
         if artifacts:
             record.record_artifacts(artifacts, kind=stage.name)
         stats = _jsonable(stats)
-        record.step_finished(stage.name, "done", time.monotonic() - started, jobs, stats=stats)
+        # Recorded done with the next step's start (one commit), or alone when none follows.
+        seconds = time.monotonic() - started
+        record.finish_later(stage.name, "done", seconds, jobs, stats=stats)
         delete_path(self.spark, scratch)
         state = record.steps()
+        state[stage.name] = {**state.get(stage.name, {}), "status": "done", "finished_at": now(),
+                             "stats": json.dumps(stats, default=str, sort_keys=True)}
         if stage.changed(stats):
             stale = [s for s in self._dependents(stage.name) if state.get(s, {}).get("status") == "done"]
             if stale:
                 record.mark_stale(stale)
                 state = record.steps()
-        log.info("run %s: step %s done in %.1f s (%s Spark jobs)", run_id, stage.name,
-                 time.monotonic() - started, jobs)
+        log.info("run %s: step %s done in %.1f s (%s Spark jobs)", run_id, stage.name, seconds, jobs)
         return stats, state, dict(stage.finish(stats)) if stage.finish else {}
 
     def _timed(self, stage, ctx: StageContext, group: str) -> tuple[dict, int | None]:

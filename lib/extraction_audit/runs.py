@@ -199,6 +199,8 @@ class RunRecord:
         same commit (each row by its own clause, told apart by ``_end``)."""
         from pyspark.sql import functions as F
 
+        if self._finished is not None and self._finished[0] == step:
+            self.flush()  # the same step again: two source rows may not update one row
         rows = [{"run_id": self.run_id, "step": step, "attempt": 1, **fields}]
         ended = self._finished
         if ended is not None:

@@ -152,11 +152,10 @@ class Runner:
         stats = _jsonable(stats)
         # Recorded done with the next step's start (one commit), or alone when none follows.
         seconds = time.monotonic() - started
-        record.finish_later(stage.name, "done", seconds, jobs, stats=stats)
+        ended = record.finish_later(stage.name, "done", seconds, jobs, stats=stats)
         delete_path(self.spark, scratch)
         state = record.steps()
-        state[stage.name] = {**state.get(stage.name, {}), "status": "done", "finished_at": now(),
-                             "stats": json.dumps(stats, default=str, sort_keys=True)}
+        state[stage.name] = {**state.get(stage.name, {}), **ended}  # as it will be stored
         if stage.changed(stats):
             stale = [s for s in self._dependents(stage.name) if state.get(s, {}).get("status") == "done"]
             if stale:

@@ -142,17 +142,18 @@ class RunRecord:
         self.flush()
 
     def finish_later(self, step: str, status: str, seconds: float, spark_jobs: int | None,
-                     stats: dict | None = None, error: str | None = None) -> None:
+                     stats: dict | None = None, error: str | None = None) -> dict[str, Any]:
         """Hold ``step``'s end for the next step's start (``step_started`` / ``claim_step``),
         which records both in one MERGE: one Delta commit per step transition instead of two
         (each costs 7-12 Spark jobs and seconds on a small machine).  ``flush`` writes it
-        alone when no step follows."""
+        alone when no step follows.  Returns the fields held, as they will be stored."""
         fields = {"status": status, "finished_at": now(), "seconds": round(seconds, 3), "spark_jobs": spark_jobs,
                   "error": error[:4000] if error else None}
         if stats is not None:
             fields["stats"] = json.dumps(stats, default=str, sort_keys=True)
         self.flush()
         self._finished = (step, fields)
+        return dict(fields)
 
     def flush(self) -> bool:
         """Write a held step end on its own; True when there was one."""

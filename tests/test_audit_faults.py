@@ -135,9 +135,12 @@ def test_concurrent_runs_both_land(spark, audit_setup):
     ref = tables.read("samples").where(F.col("run_id") == "reference")
     runs = tables.read("runs").where(F.col("run_id") == "reference")
     steps = tables.read("run_steps").where((F.col("run_id") == "reference") & (F.col("step") == "generate"))
+    # conc_b was planned with pii as well: ``audit --steps match`` must not narrow its plan.
+    wider = F.array_union(F.col("steps_planned"), F.array(F.lit("pii")))
     for run_id in ("conc_a", "conc_b"):
         tables.merge("samples", ref.withColumn("run_id", F.lit(run_id)))
-        tables.merge("runs", runs.withColumn("run_id", F.lit(run_id)))
+        tables.merge("runs", runs.withColumn("run_id", F.lit(run_id))
+                     .withColumn("steps_planned", wider if run_id == "conc_b" else F.col("steps_planned")))
         tables.merge("run_steps", steps.withColumn("run_id", F.lit(run_id)))
     errors = []
 
@@ -153,9 +156,15 @@ def test_concurrent_runs_both_land(spark, audit_setup):
     for t in threads:
         t.join()
     assert not errors, errors
-    for run_id in ("conc_a", "conc_b"):
-        assert status(spark, cfg, run_id) == "complete"
-        for table in ("passage_occurrences", "extracted_passages", "run_metrics"):
+    assert status(spark, cfg, "conc_a") == "complete"
+    assert status(spark, cfg, "conc_b") == "pending:pii"
+    planned = tables.read("runs").where(F.col("run_id") == "conc_b").first().steps_planned
+    assert "pii" in planned and "match" in planned
+    # conc_b's metrics wait for its pii step (metrics reads the pii findings).
+    assert tables.read("run_metrics").where(F.col("run_id") == "conc_b").isEmpty()
+    findings = ("passage_occurrences", "extracted_passages")
+    for run_id, compared in (("conc_a", (*findings, "run_metrics")), ("conc_b", findings)):
+        for table in compared:
             assertDataFrameEqual(run_rows(spark, cfg, table, run_id), run_rows(spark, cfg, table, "reference"))
 
 

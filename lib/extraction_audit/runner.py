@@ -45,7 +45,8 @@ class Runner:
         """Run (or finish) every planned step of a run; completed steps are skipped."""
         run_id = validate_id(run_id) if run_id else new_run_id("audit")
         plan = planned_steps(self.cfg, steps)
-        results = self.run_steps(run_id, audit_steps(self.cfg, steps), options, plan=plan, skip_done=True)
+        results = self.run_steps(run_id, audit_steps(self.cfg, steps), options, plan=plan, skip_done=True,
+                                 widen_plan=steps is not None)
         return {"run_id": run_id, "steps": results}
 
     def run_step(self, run_id: str, step: str, options: dict[str, Any] | None = None) -> dict:
@@ -60,7 +61,12 @@ class Runner:
         return stats
 
     def run_steps(self, run_id: str, steps: list[str], options: dict[str, Any] | None = None,
-                  plan: list[str] | None = None, skip_done: bool = False) -> dict[str, dict]:
+                  plan: list[str] | None = None, skip_done: bool = False,
+                  widen_plan: bool = False) -> dict[str, dict]:
+        """``plan``: the steps the run must finish to be complete.  ``widen_plan`` (``audit
+        --steps``, a part of an existing run): the stored plan only gains steps, so running
+        match again never makes a run planned with pii and report complete without them;
+        a whole audit as configured replaces the stored plan."""
         validate_id(run_id)
         options = dict(options or {})
         for key in ("control_run_id",):
@@ -78,9 +84,13 @@ class Runner:
             record.create(self.cfg, steps_planned=plan or planned_steps(self.cfg, imported=imported),
                           control_run_id=options.get("control_run_id"))
             run = record.get()
-        elif plan is not None and list(run.get("steps_planned") or []) != plan:
-            record.update(steps_planned=plan)
-            run = record.get()
+        elif plan is not None:
+            stored = list(run.get("steps_planned") or [])
+            if widen_plan:
+                plan = [s for s in STEP_ORDER if s in set(stored) | set(plan)]
+            if stored != plan:
+                record.update(steps_planned=plan)
+                run = record.get()
         if options.get("control_run_id") and run.get("control_run_id") != options["control_run_id"]:
             record.update(control_run_id=options["control_run_id"])
             run = record.get()
@@ -95,6 +105,12 @@ class Runner:
             for stage in stages:
                 if skip_done and state.get(stage.name, {}).get("status") == "done":
                     log.info("run %s: step %s already done, skipped", run_id, stage.name)
+                    continue
+                if skip_done and stage.derived and self._missing_inputs(run, stage, state):
+                    # A part of a run (``audit --steps match`` on a run planned with pii):
+                    # the derived step starts when its last input is done, in that process.
+                    log.info("run %s: step %s waits for %s", run_id, stage.name,
+                             ", ".join(self._missing_inputs(run, stage, state)))
                     continue
                 self._require_inputs(run, stage, state)
                 fresh = False
@@ -186,12 +202,16 @@ class Runner:
     # ------------------------------------------------------------------ dependencies
     def _require_inputs(self, run: dict, stage, state: dict) -> None:
         """Inputs planned for the run (or started for it, like ``index``) must be done."""
-        plan = set(run.get("steps_planned") or []) | set(state)
-        missing = [d for d in stage.depends_on if d in plan and state.get(d, {}).get("status") != "done"]
+        missing = self._missing_inputs(run, stage, state)
         if missing:
             detail = ", ".join(f"{d}: {state.get(d, {}).get('status') or 'not run'}" for d in missing)
             raise UserFacingError(f"step {stage.name} of run {run['run_id']!r} needs {', '.join(missing)} first "
                                   f"({detail})")
+
+    @staticmethod
+    def _missing_inputs(run: dict, stage, state: dict) -> list[str]:
+        plan = set(run.get("steps_planned") or []) | set(state)
+        return [d for d in stage.depends_on if d in plan and state.get(d, {}).get("status") != "done"]
 
     def _dependents(self, step: str) -> list[str]:
         """Steps that consume ``step``'s output, directly or through other steps."""

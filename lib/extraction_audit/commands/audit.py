@@ -14,7 +14,9 @@ def register(sub) -> None:
     p.add_argument("--control-run-id", default=None, help="run of the control (e.g. base) model")
     p.add_argument("--compare", action="append", default=[], metavar="RUN_ID",
                    help="runs to compare with in the report")
-    p.add_argument("--steps", default=None, help="comma-separated subset of steps (default: config steps)")
+    p.add_argument("--steps", default=None,
+                   help="comma-separated subset of steps (default: config steps); on an existing run these "
+                        "are added to the steps it must finish, never put in their place")
     p.set_defaults(func=run)
 
 

@@ -106,11 +106,10 @@ class Runner:
                 if skip_done and state.get(stage.name, {}).get("status") == "done":
                     log.info("run %s: step %s already done, skipped", run_id, stage.name)
                     continue
-                if skip_done and stage.derived and self._missing_inputs(run, stage, state):
+                if skip_done and stage.derived and (waiting := self._missing_inputs(run, stage, state)):
                     # A part of a run (``audit --steps match`` on a run planned with pii):
                     # the derived step starts when its last input is done, in that process.
-                    log.info("run %s: step %s waits for %s", run_id, stage.name,
-                             ", ".join(self._missing_inputs(run, stage, state)))
+                    log.info("run %s: step %s waits for %s", run_id, stage.name, ", ".join(waiting))
                     continue
                 self._require_inputs(run, stage, state)
                 fresh = False

@@ -20,6 +20,7 @@ from pyspark.testing import assertDataFrameEqual
 from conftest import CLI_TEST_SPARK_CONF
 from extraction_audit.audit import run_audit
 from extraction_audit.config import load_config
+from extraction_audit.errors import UserFacingError
 from extraction_audit.tables import Tables
 
 pytestmark = pytest.mark.slow
@@ -161,6 +162,11 @@ def test_concurrent_runs_both_land(spark, audit_setup):
     planned = tables.read("runs").where(F.col("run_id") == "conc_b").first().steps_planned
     assert "pii" in planned and "match" in planned
     # conc_b's metrics wait for its pii step (metrics reads the pii findings).
+    assert tables.read("run_metrics").where(F.col("run_id") == "conc_b").isEmpty()
+    # Asked for by name, metrics does not wait: it needs pii first, and nothing is written.
+    with pytest.raises(UserFacingError, match="needs pii first"):
+        run_audit(spark, cfg, run_id="conc_b", steps=["metrics"])
+    assert status(spark, cfg, "conc_b") == "pending:pii"
     assert tables.read("run_metrics").where(F.col("run_id") == "conc_b").isEmpty()
     findings = ("passage_occurrences", "extracted_passages")
     for run_id, compared in (("conc_a", (*findings, "run_metrics")), ("conc_b", findings)):

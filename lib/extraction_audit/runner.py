@@ -45,8 +45,13 @@ class Runner:
         """Run (or finish) every planned step of a run; completed steps are skipped."""
         run_id = validate_id(run_id) if run_id else new_run_id("audit")
         plan = planned_steps(self.cfg, steps)
-        results = self.run_steps(run_id, audit_steps(self.cfg, steps), options, plan=plan, skip_done=True,
-                                 widen_plan=steps is not None)
+        todo = audit_steps(self.cfg, steps)
+        asked = set(steps if steps is not None else self.cfg.steps)
+        # Derived steps the audit adds itself (metrics for ``--steps match``) wait for
+        # inputs planned but not done; a step asked for by name still needs them.
+        implied = {s for s in todo if get_stage(s).derived and s not in asked}
+        results = self.run_steps(run_id, todo, options, plan=plan, skip_done=True,
+                                 widen_plan=steps is not None, may_wait=implied)
         return {"run_id": run_id, "steps": results}
 
     def run_step(self, run_id: str, step: str, options: dict[str, Any] | None = None) -> dict:
@@ -62,11 +67,13 @@ class Runner:
 
     def run_steps(self, run_id: str, steps: list[str], options: dict[str, Any] | None = None,
                   plan: list[str] | None = None, skip_done: bool = False,
-                  widen_plan: bool = False) -> dict[str, dict]:
+                  widen_plan: bool = False, may_wait: set[str] | frozenset = frozenset()) -> dict[str, dict]:
         """``plan``: the steps the run must finish to be complete.  ``widen_plan`` (``audit
         --steps``, a part of an existing run): the stored plan only gains steps, so running
         match again never makes a run planned with pii and report complete without them;
-        a whole audit as configured replaces the stored plan."""
+        a whole audit as configured replaces the stored plan.  ``may_wait``: steps skipped
+        (not failed) while a planned input is not done; they start in the process that
+        finishes their last input."""
         validate_id(run_id)
         options = dict(options or {})
         for key in ("control_run_id",):
@@ -106,7 +113,7 @@ class Runner:
                 if skip_done and state.get(stage.name, {}).get("status") == "done":
                     log.info("run %s: step %s already done, skipped", run_id, stage.name)
                     continue
-                if skip_done and stage.derived and (waiting := self._missing_inputs(run, stage, state)):
+                if stage.name in may_wait and (waiting := self._missing_inputs(run, stage, state)):
                     # A part of a run (``audit --steps match`` on a run planned with pii):
                     # the derived step starts when its last input is done, in that process.
                     log.info("run %s: step %s waits for %s", run_id, stage.name, ", ".join(waiting))

@@ -6,7 +6,16 @@ same tokens), measured in one process:
 - ``in_process``: ``HFBackend.generate`` called batch after batch on the driver;
 - ``spark_udf``: the plan DataFrame through ``mapInArrow`` (one task, warm Python
   worker with the model already loaded), counted with an aggregate, no table write;
-- ``end_to_end``: ``run_generation`` (plan, Spark job, Delta commit, runs update).
+- ``end_to_end``: ``run_generation`` (plan, Spark job, Delta commit, runs update);
+- ``worker``: the function those Spark tasks run (``generate_batches``: plan Arrow batches
+  in, sample Arrow batches out, text decoded, batches sorted by length) called directly,
+  without a JVM: what the executor's Python does, less the Arrow transfer to and from Spark;
+- ``hf_sample``: Hugging Face's own sampler (``do_sample=True``, top-k 40, constant
+  temperature) on the same prompts and batch size, without our seeded per-sample
+  sampler: the price of reproducible samples and of the temperature schedule.
+
+``--without-spark`` measures ``in_process``, ``worker`` and ``hf_sample`` only, for a GPU
+machine that has PyTorch but no Java or pyspark (the ``device`` machine).
 
 Ratios are against ``in_process``.  With ``--device cuda`` the script also reports the
 memory-bandwidth bound of decoding (every step must read all weights plus each row's
@@ -41,7 +50,7 @@ import numpy as np  # noqa: E402
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--model-size", choices=["tiny", "small", "124m"], default="small",
+    p.add_argument("--model-size", choices=["tiny", "small", "124m", "1.5b"], default="small",
                    help="random-weight GPT-2 shape (ignored with --model-dir)")
     p.add_argument("--model-dir", default=None, help="an existing model folder instead of a random one")
     p.add_argument("--tokenizer-dir", default=None)
@@ -53,6 +62,8 @@ def parse_args(argv=None):
     p.add_argument("--bandwidth-gbs", type=float, default=4800.0, help="GPU memory bandwidth (H200: 4800)")
     p.add_argument("--no-schedule", action="store_true", help="constant temperature (no 10->1 decay)")
     p.add_argument("--skip-end-to-end", action="store_true")
+    p.add_argument("--without-spark", action="store_true",
+                   help="no JVM on this machine: measure in-process, the worker function and HF's own sampler only")
     p.add_argument("--vllm", action="store_true", help="also measure the vLLM backend when installed")
     p.add_argument("--work-dir", default=None)
     p.add_argument("--json-out", default=None, help="write the results as JSON here")
@@ -81,12 +92,64 @@ def _plan(n, tok, sampling, seed=0):
 def measure_in_process(backend, plan, batch_size, max_new_tokens):
     prompts = [np.asarray(p) for p in plan["prompt_token_ids"]]
     seeds = plan["seed"].to_numpy()
-    backend.generate(prompts[:batch_size], seeds[:batch_size], 4)  # warm-up (kernels, allocator)
+    # Warm-up at full length: kernels for every sequence length, and the CUDA caching
+    # allocator's blocks for a whole batch's KV cache (a first batch at a new size pays
+    # cudaMalloc for each growth, 3x slower on the H200 than the batches after it).
+    backend.generate(prompts[:batch_size], seeds[:batch_size], max_new_tokens)
     _sync()
     start = time.perf_counter()
     tokens = 0
     for i in range(0, len(prompts), batch_size):
         tokens += int(backend.generate(prompts[i:i + batch_size], seeds[i:i + batch_size], max_new_tokens).lengths.sum())
+    _sync()
+    seconds = time.perf_counter() - start
+    return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
+
+
+def measure_worker(plan, spec):
+    """``generate_batches`` (the mapInArrow function) fed the plan as Arrow batches in this
+    process: the executor's Python work without the JVM."""
+    import pyarrow as pa
+
+    from extraction_audit.generate.worker import generate_batches
+
+    def run(p):
+        batches = pa.Table.from_pandas(p, preserve_index=False).to_batches()
+        return sum(int(pa.compute.sum(b.column("n_tokens")).as_py() or 0) for b in generate_batches(iter(batches), spec))
+
+    run(plan.head(spec.batch_size))  # warm-up at full length, as in measure_in_process
+    _sync()
+    start = time.perf_counter()
+    tokens = run(plan)
+    _sync()
+    seconds = time.perf_counter() - start
+    return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
+
+
+def measure_hf_sample(backend, plan, batch_size, max_new_tokens, top_k=40):
+    """Hugging Face's built-in sampling (one global RNG, constant temperature) on the same
+    prompts: the baseline our seeded sampler is compared with.  EOS is disabled so every row
+    runs ``max_new_tokens`` steps, as random weights rarely emit it anyway."""
+    import torch
+
+    from extraction_audit.generate.backends.hf import left_pad
+
+    prompts = [np.asarray(p) for p in plan["prompt_token_ids"]]
+
+    def batch(rows, steps):
+        input_ids, mask, _ = left_pad(rows, backend.pad_id)
+        with torch.inference_mode():
+            out = backend.model.generate(
+                input_ids=torch.from_numpy(input_ids).to(backend.device),
+                attention_mask=torch.from_numpy(mask).to(backend.device),
+                do_sample=True, top_k=top_k, temperature=1.0, max_new_tokens=steps, min_new_tokens=steps,
+                pad_token_id=backend.pad_id, eos_token_id=None)
+        return int((out.shape[1] - input_ids.shape[1]) * out.shape[0])
+
+    batch(prompts[:batch_size], max_new_tokens)  # warm-up at full length, as in measure_in_process
+    _sync()
+    start = time.perf_counter()
+    tokens = sum(batch(prompts[i:i + batch_size], max_new_tokens) for i in range(0, len(prompts), batch_size))
     _sync()
     seconds = time.perf_counter() - start
     return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
@@ -212,7 +275,6 @@ def main(argv=None):
     from extraction_audit.generate.backends import BackendSpec, get_backend
     from extraction_audit.generate.random_model import build_random_assets
     from extraction_audit.generate.worker import WorkerSpec
-    from extraction_audit.spark import get_spark
 
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("--device cuda but no CUDA device is visible")
@@ -244,7 +306,11 @@ def main(argv=None):
         "model": {"path": model_dir, "tokenizer": tokenizer_dir, "device": args.device, "dtype": args.dtype},
         "generation": {"sampling": sampling.model_dump(), "prompts": [{"strategy": "empty"}]},
     }
-    spark = get_spark(parse_config(base))
+    spark = None
+    if not args.without_spark:
+        from extraction_audit.spark import get_spark
+
+        spark = get_spark(parse_config(base))
     spec = BackendSpec("hf", model_dir, tokenizer_dir, args.dtype, args.device, sampling.model_dump_json())
     backend = get_backend(spec)
     n_params = sum(p.numel() for p in backend.model.parameters())
@@ -257,8 +323,11 @@ def main(argv=None):
         plan = _plan(n, backend.tokenizer, sampling)
         row = {"batch_size": batch_size, "samples": n}
         row["in_process"] = measure_in_process(backend, plan, batch_size, args.max_new_tokens)
-        row["spark_udf"] = measure_spark_udf(spark, plan, WorkerSpec(spec, batch_size))
-        if not args.skip_end_to_end:
+        row["worker"] = measure_worker(plan, WorkerSpec(spec, batch_size))
+        row["hf_sample"] = measure_hf_sample(backend, plan, batch_size, args.max_new_tokens)
+        if spark is not None:
+            row["spark_udf"] = measure_spark_udf(spark, plan, WorkerSpec(spec, batch_size))
+        if spark is not None and not args.skip_end_to_end:
             cfg = parse_config({**base, "generation": {
                 **base["generation"], "batch_size": batch_size, "samples_per_task": n, "chunk_samples": n,
                 "budget_tokens": n * args.max_new_tokens}})
@@ -270,13 +339,15 @@ def main(argv=None):
         if args.vllm:
             row["vllm"] = _measure_vllm(args, model_dir, tokenizer_dir, plan, batch_size)
         base_rate = row["in_process"]["tokens_per_s"]
-        for key in ("spark_udf", "end_to_end", "vllm"):
+        for key in ("worker", "hf_sample", "spark_udf", "end_to_end", "vllm"):
             if isinstance(row.get(key), dict) and "tokens_per_s" in row[key]:
                 row[key]["ratio_to_in_process"] = row[key]["tokens_per_s"] / base_rate
         if "bandwidth_bound" in row:
             bound = row["bandwidth_bound"]["tokens_per_s"]
             row["bandwidth_bound"]["in_process_share"] = base_rate / bound
-            row["bandwidth_bound"]["spark_udf_share"] = row["spark_udf"]["tokens_per_s"] / bound
+            for key in ("worker", "spark_udf"):
+                if key in row:
+                    row["bandwidth_bound"][f"{key}_share"] = row[key]["tokens_per_s"] / bound
         results.append(row)
         _print_row(row)
     if args.json_out:
@@ -300,7 +371,8 @@ def _measure_vllm(args, model_dir, tokenizer_dir, plan, batch_size):
 
 def _print_row(row):
     parts = [f"batch {row['batch_size']:>4}", f"in-process {row['in_process']['tokens_per_s']:>10,.0f} tok/s"]
-    for key, label in (("spark_udf", "spark udf"), ("end_to_end", "end-to-end"), ("vllm", "vllm")):
+    for key, label in (("worker", "worker"), ("hf_sample", "hf sample"), ("spark_udf", "spark udf"),
+                       ("end_to_end", "end-to-end"), ("vllm", "vllm")):
         r = row.get(key)
         if isinstance(r, dict) and "tokens_per_s" in r:
             parts.append(f"{label} {r['tokens_per_s']:>10,.0f} tok/s (x{r['ratio_to_in_process']:.2f})")
@@ -308,8 +380,9 @@ def _print_row(row):
             parts.append(f"{label} skipped ({r.get('skipped')})")
     if "bandwidth_bound" in row:
         b = row["bandwidth_bound"]
-        parts.append(f"bound {b['tokens_per_s']:,.0f} tok/s (in-process {100 * b['in_process_share']:.1f}%, "
-                     f"spark udf {100 * b['spark_udf_share']:.1f}%)")
+        shares = ", ".join(f"{key.replace('_', ' ')} {100 * b[f'{key}_share']:.2f}%"
+                           for key in ("in_process", "worker", "spark_udf") if f"{key}_share" in b)
+        parts.append(f"bound {b['tokens_per_s']:,.0f} tok/s ({shares})")
     print(" | ".join(parts), flush=True)
 
 

@@ -2,8 +2,8 @@
 
 Throughput does not depend on the weights, so the generation benchmark (and tests that
 need *a* causal LM rather than a trained one) use these instead of downloading GPT-2.
-``gpt2_124m`` matches GPT-2 small's shape (12 layers, 768 wide, 50,257 ids, 1,024
-positions); ids beyond the small tokenizer's vocabulary decode to nothing, which is
+``124m`` matches GPT-2 small's shape (12 layers, 768 wide, 50,257 ids, 1,024
+positions) and ``1.5b`` GPT-2 XL's (48 layers, 1,600 wide); ids beyond the small tokenizer's vocabulary decode to nothing, which is
 fine for throughput.  Reads and writes no tables.
 """
 
@@ -15,6 +15,7 @@ SHAPES = {
     "tiny": dict(n_layer=2, n_embd=64, n_head=2, n_positions=256),
     "small": dict(n_layer=4, n_embd=256, n_head=4, n_positions=512),
     "124m": dict(n_layer=12, n_embd=768, n_head=12, n_positions=1024, vocab_size=50257),
+    "1.5b": dict(n_layer=48, n_embd=1600, n_head=25, n_positions=1024, vocab_size=50257),
 }
 
 _WORDS = ("the of and to in is was for on that with as by at from it an be this are or his her which not "

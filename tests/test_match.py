@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from datetime import datetime
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +15,8 @@ from pyspark.testing import assertDataFrameEqual
 from conftest import make_config, words
 from extraction_audit.hashing import HashConfig, hash_window_reference
 from extraction_audit.index import build_index, resolve_meta
-from extraction_audit.match import is_prompt_copy, low_entropy_reason, passage_id_of, run_match, verified_positions
+from extraction_audit.match import (is_prompt_copy, low_entropy_reason, passage_id_of, run_match,
+                                    sample_windows_frame, verified_positions)
 from extraction_audit.metrics import budget_checkpoints, compute_run_metrics
 from extraction_audit.runs import RunRecord
 from extraction_audit.tables import SAMPLES, Tables
@@ -172,6 +174,22 @@ def test_edge_cases_equal_the_oracle(spark, tmp_path, word_tokenizer):
     assert passages[passage_id_of([30, 31, 32, 33])].doc_count == 2
     assert passages[passage_id_of(long_passage[:50])].n_samples == 2
     assert stats["samples"] == len(samples)
+    anchors = Tables(spark, cfg).read("corpus_anchors")
+    assert stats["index_rows_read"] == anchors.count()  # these samples' anchors fall in every bucket
+
+    # A run of one window has one anchor: matching reads that anchor's bucket of the index
+    # and no other (rows, files and bytes as found on disk, not as the stage computed them).
+    put_samples(spark, cfg, "one", {0: [30, 31, 32, 33]})
+    one = match_and_measure(spark, cfg, "one", metrics=False)
+    meta = resolve_meta(cfg, None)
+    bucket = int(sample_windows_frame(np.array([0]), [[30, 31, 32, 33]], meta.hash_config, meta.bucket_bits,
+                                      meta.anchor_config)["bucket"].iloc[0])
+    folder = Path(cfg.storage.warehouse) / "corpus_anchors" / "corpus_id=c" / f"bucket={bucket}"
+    files = sorted(folder.glob("*.parquet"))
+    assert files and one["index_files_read"] == len(files) < len(list(folder.parent.rglob("*.parquet")))
+    assert one["index_bytes_read"] == sum(f.stat().st_size for f in files)
+    assert one["index_rows_read"] == anchors.where(F.col("bucket") == bucket).count()
+    assert one["passages"] == 1
 
 
 def test_random_corpora_equal_the_oracle(spark, tmp_path, word_tokenizer):

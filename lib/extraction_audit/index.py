@@ -47,7 +47,7 @@ from .errors import UserFacingError
 from .anchors import AnchorConfig, select_anchors
 from .hashing import HashConfig, bucket_of, hash_concatenated
 from .ids import id_predicate
-from .tables import Tables
+from .tables import Tables, data_files
 from .tokenizer import check_model_location, load_tokenizer, same_tokenizer, tokenizer_fingerprint, vocab_size
 from .tokens import decode_tokens, token_width_for_vocab
 
@@ -523,10 +523,7 @@ def corpus_stats(spark, cfg: AuditConfig, tables: Tables | None = None, count_ng
     row = tables.read("corpus_index").where(F.col("corpus_id") == cfg.corpus.id).collect()[0].asDict()
 
     def bytes_of(name: str) -> int:
-        files = (tables.read(name).where(F.col("corpus_id") == cfg.corpus.id)
-                 .select("_metadata.file_path", "_metadata.file_size").distinct())
-        total = files.agg(F.sum("file_size")).collect()[0][0]
-        return int(total or 0)
+        return data_files(tables.read(name).where(F.col("corpus_id") == cfg.corpus.id))[1]
 
     anchor_bytes, number_bytes = bytes_of("corpus_anchors"), bytes_of("corpus_doc_numbers")
     doc_bytes = bytes_of("corpus_documents")

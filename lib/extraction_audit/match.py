@@ -57,7 +57,7 @@ from .anchors import AnchorConfig, window_anchors
 from .hashing import HashConfig, bucket_of, hash_concatenated
 from .index import IndexMeta, NgramIndex
 from .scratch import materialise, materialise_counted, read_scratch
-from .tables import Tables
+from .tables import Tables, data_files
 from .tokenizer import load_tokenizer
 from .tokens import decode_tokens
 
@@ -198,7 +198,7 @@ class Matcher:
 
         Within a group the sample anchors are broadcast, so the corpus bucket files are
         scanned once and never shuffled."""
-        from pyspark.sql import Window
+        from pyspark.sql import Observation, Window
         from pyspark.sql import functions as F
 
         windows = read_scratch(self.spark, windows_path, SAMPLE_WINDOW_SCHEMA)
@@ -215,15 +215,24 @@ class Matcher:
             groups[-1].append(bucket)
             size += per_bucket[bucket]
         raw_path = f"{self.staging}/anchor_hits"
-        corpus = self.index.anchors().select("bucket", "anchor_hash", "doc_number", "offset")
+        anchors = self.index.anchors()
+        corpus = anchors.select("bucket", "anchor_hash", "doc_number", "offset")
         mode = "overwrite"
+        read = {"index_rows_read": 0, "index_files_read": 0, "index_bytes_read": 0}
         for i, group in enumerate(g for g in groups if g):
             keys = distinct.where(F.col("bucket").isin(group))
-            hits = corpus.where(F.col("bucket").isin(group)).join(F.broadcast(keys), ["bucket", "anchor_hash"])
+            scanned = Observation()
+            scan = corpus.where(F.col("bucket").isin(group)).observe(scanned, F.count(F.lit(1)).alias("rows"))
+            hits = scan.join(F.broadcast(keys), ["bucket", "anchor_hash"])
             hits.write.format("parquet").mode(mode).save(raw_path)
             mode = "append"
-            log.info("match: bucket group %d/%d (%d buckets, %d sample anchors) joined", i + 1, len(groups),
-                     len(group), sum(per_bucket[b] for b in group))
+            files, size = data_files(anchors.where(F.col("bucket").isin(group)))
+            read["index_rows_read"] += int(scanned.get.get("rows") or 0)
+            read["index_files_read"] += files
+            read["index_bytes_read"] += size
+            log.info("match: bucket group %d/%d (%d buckets, %d sample anchors) joined; index read: %d rows in "
+                     "%d files, %.1f MB", i + 1, len(groups), len(group), sum(per_bucket[b] for b in group),
+                     scanned.get.get("rows") or 0, files, size / 1e6)
         if mode == "overwrite":  # no sample windows at all
             corpus.limit(0).write.format("parquet").mode("overwrite").save(raw_path)
         raw = read_scratch(self.spark, raw_path, corpus.schema)
@@ -236,7 +245,7 @@ class Matcher:
                   .withColumn("anchor_docs", F.max("doc_rank").over(per_anchor)))
         hits = materialise(ranked.select("bucket", "anchor_hash", "doc_id", "offset", "doc_rank", "anchor_docs"),
                            f"{self.staging}/hits")
-        self.stats.update(distinct_sample_anchors=int(total), bucket_groups=len([g for g in groups if g]))
+        self.stats.update(distinct_sample_anchors=int(total), bucket_groups=len([g for g in groups if g]), **read)
         return hits
 
     def explode_candidates(self, windows, hits):

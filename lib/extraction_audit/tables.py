@@ -605,6 +605,18 @@ PROBES = _table(TableSpec(
 T = TypeVar("T")
 
 
+def data_files(df) -> tuple[int, int]:
+    """(files, bytes) of the data files a read of a file-based table touches once its partition
+    filters are applied: the distinct files' sizes from file metadata (Parquet footers, no
+    column data).  How a match says how much of the index it read, and how corpus-stats sizes
+    the index."""
+    from pyspark.sql import functions as F
+
+    row = (df.select(F.col("_metadata.file_path").alias("path"), F.col("_metadata.file_size").alias("size"))
+           .distinct().agg(F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes")).collect()[0])
+    return int(row["files"] or 0), int(row["bytes"] or 0)
+
+
 def with_conflict_retries(action: Callable[[], T], what: str, attempts: int = 8) -> T:
     """Run a Delta write, retrying when a concurrent writer committed first.
 

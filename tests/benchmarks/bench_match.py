@@ -189,6 +189,9 @@ def ours(cfg: Path, samples: Samples, args, logs: Path) -> dict:
         "verified_windows": stats.get("verified_windows"),
         "occurrences": stats.get("occurrences"),
         "passages": stats.get("passages"),
+        "index_rows_read": stats.get("index_rows_read"),
+        "index_files_read": stats.get("index_files_read"),
+        "index_bytes_read": stats.get("index_bytes_read"),
     }
 
 
@@ -322,6 +325,9 @@ def print_size(samples: Samples, o: dict, count: dict | None, creativity: dict |
           f"{o['s_per_m_tokens']:.2f} s per M tokens; imported {num(o['samples_imported'])} samples / "
           f"{num(o['run_tokens'])} tokens; {num(o['verified_windows'])} verified windows, "
           f"{num(o['occurrences'])} occurrences, {num(o['passages'])} passages")
+    if o.get("index_bytes_read") is not None:
+        print(f"              index read by the match: {num(o['index_rows_read'])} anchor rows in "
+              f"{num(o['index_files_read'])} files, {o['index_bytes_read'] / 1e6:,.1f} MB")
     if count:
         sub = (f"timed on a random {count['timed_windows']:,} of {count['windows']:,} windows, extrapolated"
                if count["subset"] else "every window timed")

@@ -77,3 +77,22 @@ def test_short_sequences_and_bad_settings():
     assert [default_k(n) for n in (2, 3, 4, 20, 50, 200)] == [2, 2, 2, 10, 20, 20]
     with pytest.raises(ValueError, match="k-gram length"):
         AnchorConfig(n=5, k=6)
+
+
+def test_low_hash_bits_spread_anchors_evenly_over_buckets_and_top_bits_do_not():
+    """An anchor is the minimum hash of its window, so the top bits of anchor hashes crowd
+    into a few buckets; their low bits are uniform.  The index buckets by the low bits."""
+    from extraction_audit.hashing import bucket_of
+
+    rng = np.random.default_rng(3)
+    tokens = rng.integers(0, 50_000, size=400_000)
+    _, _, hashes = select_anchors(tokens, np.array([len(tokens)]), AnchorConfig(n=50, k=20))
+    bits = 6
+    low = np.bincount(bucket_of(hashes, bits, "low"), minlength=1 << bits)
+    top = np.bincount(bucket_of(hashes, bits, "top"), minlength=1 << bits)
+    assert len(hashes) > 20_000
+    assert (low > 0).all() and low.max() / low.mean() < 1.3
+    assert (top > 0).sum() < (1 << bits) // 2 and top.max() / top.mean() > 4
+    assert (bucket_of(hashes, 0) == 0).all()
+    with pytest.raises(ValueError):
+        bucket_of(hashes, bits, "middle")

@@ -305,7 +305,7 @@ def test_cli_index_and_corpus_stats(spark, tmp_path, word_tokenizer, capsys):
     assert stats["distinct_ngrams"] == len({h for h in NgramIndex(spark, make_config(
         tmp_path, corpus={"id": "cli", "path": str(corpus)}, storage={"warehouse": str(tmp_path / "wh")}))
         .ngrams().select("ngram_hash").toPandas()["ngram_hash"]})
-    assert stats["layout"] == "anchors" and stats["anchor_k"] == 3 and stats["anchor_window"] == 3
+    assert stats["layout"] == "anchors-v2" and stats["anchor_k"] == 3 and stats["anchor_window"] == 3
     assert 0 < stats["anchors"] < 800 and stats["index_table_bytes"] > 0 and stats["index_bytes_per_token"] > 0
     assert stats["token_width"] == 2
 

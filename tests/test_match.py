@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from conftest import make_config, words
-from extraction_audit.hashing import HashConfig, hash_window_reference
+from extraction_audit.hashing import HashConfig, bucket_of, hash_window_reference
 from extraction_audit.index import build_index, resolve_meta
 from extraction_audit.match import (is_prompt_copy, low_entropy_reason, passage_id_of, run_match,
                                     sample_windows_frame, verified_positions)
@@ -183,7 +183,7 @@ def test_edge_cases_equal_the_oracle(spark, tmp_path, word_tokenizer):
     one = match_and_measure(spark, cfg, "one", metrics=False)
     meta = resolve_meta(cfg, None)
     bucket = int(sample_windows_frame(np.array([0]), [[30, 31, 32, 33]], meta.hash_config, meta.bucket_bits,
-                                      meta.anchor_config)["bucket"].iloc[0])
+                                      meta.anchor_config, meta.bucket_scheme)["bucket"].iloc[0])
     folder = Path(cfg.storage.warehouse) / "corpus_anchors" / "corpus_id=c" / f"bucket={bucket}"
     files = sorted(folder.glob("*.parquet"))
     assert files and one["index_files_read"] == len(files) < len(list(folder.parent.rglob("*.parquet")))
@@ -206,6 +206,41 @@ def test_random_corpora_equal_the_oracle(spark, tmp_path, word_tokenizer):
     put_samples(spark, cfg, "rr", samples)
     match_and_measure(spark, cfg, "rr")
     assert_matches_oracle(spark, cfg, "rr", samples, docs)
+
+
+def test_an_index_of_the_earlier_layout_still_matches_exactly(spark, tmp_path, word_tokenizer, monkeypatch):
+    """Indexes of layout ``anchors`` put each anchor in the bucket of its hash's top bits; this
+    version buckets by the low bits.  Such an index is still read with its own buckets: its
+    matches equal the oracle's, and a later build adds to it with the same buckets."""
+    from extraction_audit import index as index_module
+    from extraction_audit.index import NgramIndex
+
+    rng = np.random.default_rng(5)
+    docs = {f"d{i:02d}": rng.integers(0, 12, size=rng.integers(3, 40)).tolist() for i in range(12)}
+    first = dict(list(docs.items())[:8])
+    with monkeypatch.context() as patched:
+        patched.setattr(index_module, "LAYOUT", "anchors")
+        cfg = setup_corpus(spark, tmp_path, word_tokenizer, first)
+    more = tmp_path / "more"
+    more.mkdir()
+    with open(more / "part-0.jsonl", "w") as f:
+        for doc_id, toks in docs.items():
+            f.write(json.dumps({"id": doc_id, "text": words(toks)}) + "\n")
+    cfg.corpus.path = str(more)
+    assert build_index(spark, cfg)["documents_added"] == 4
+    index = NgramIndex(spark, cfg)
+    meta = index.require_meta()
+    assert meta.layout == "anchors" and meta.bucket_scheme == "top"
+    stored = index.anchors().select("bucket", "anchor_hash").toPandas()
+    assert (stored["bucket"].to_numpy() == bucket_of(stored["anchor_hash"].to_numpy(), meta.bucket_bits, "top")).all()
+    samples = {}
+    for sid in range(12):
+        src = docs[f"d{rng.integers(0, 12):02d}"]
+        a = int(rng.integers(0, max(1, len(src) - 2)))
+        samples[sid] = rng.integers(0, 12, size=4).tolist() + src[a:a + int(rng.integers(0, 20))]
+    put_samples(spark, cfg, "old", samples)
+    match_and_measure(spark, cfg, "old", metrics=False)
+    assert_matches_oracle(spark, cfg, "old", samples, docs)
 
 
 def test_forced_hash_collisions_are_removed_by_verification(spark, tmp_path, word_tokenizer):

@@ -8,7 +8,7 @@ Layout (``anchors``): per document only its winnowing anchors (``anchors.py``: t
 minimum-hash k-gram of every window of w = n - k + 1 k-grams), one row each with the
 k-gram hash, a dense integer document number and the offset; document ids live in the
 side table ``corpus_doc_numbers``.  Rows are partitioned by ``(corpus_id, bucket)``
-(top ``index.bucket_bits`` bits of the hash), range-partitioned and sorted by hash within
+(low ``index.bucket_bits`` bits of the hash; the top bits in indexes of layout ``anchors``), range-partitioned and sorted by hash within
 files, zstd-compressed.  Every verbatim match of n or more tokens shares an anchor with
 each document that contains it, on the match's diagonal, so the matcher joins the
 samples' anchors with this table and verifies every candidate against the document's
@@ -55,7 +55,11 @@ log = logging.getLogger(__name__)
 
 NGRAM_ROW_SCHEMA = "bucket INT, ngram_hash BIGINT, doc_id STRING, offset INT, occurrences INT"
 ANCHOR_ROW_SCHEMA = "bucket INT, anchor_hash BIGINT, doc_number INT, offset INT"
-LAYOUT = "anchors"
+#: Layout of new indexes, and the layouts this version reads, with each one's bucket scheme
+#: (``hashing.bucket_of``): ``anchors`` put an anchor in the bucket of its hash's top bits
+#: (skewed, since anchors are window minima), ``anchors-v2`` in that of its low bits.
+LAYOUT = "anchors-v2"
+BUCKET_SCHEME_OF_LAYOUT = {"anchors": "top", "anchors-v2": "low"}
 _ROW_BITS = 33  # monotonically_increasing_id: partition id above bit 33, row number below
 
 
@@ -80,6 +84,10 @@ class IndexMeta:
     def anchor_config(self) -> AnchorConfig:
         return AnchorConfig(n=self.n, k=self.anchor_k, bits=self.hash_bits)
 
+    @property
+    def bucket_scheme(self) -> str:
+        return BUCKET_SCHEME_OF_LAYOUT[self.layout]
+
 
 def _now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
@@ -87,7 +95,7 @@ def _now() -> datetime:
 
 # --------------------------------------------------------------------------- kernels
 def document_ngrams(doc_ids: list[str], token_arrays: list[np.ndarray], hash_cfg: HashConfig,
-                    bucket_bits: int) -> pd.DataFrame:
+                    bucket_bits: int, bucket_scheme: str = "low") -> pd.DataFrame:
     """Distinct n-grams per document with occurrence count and first offset (vectorised).
 
     Windows never cross a document boundary (``hash_concatenated`` masks them)."""
@@ -103,7 +111,7 @@ def document_ngrams(doc_ids: list[str], token_arrays: list[np.ndarray], hash_cfg
         offset=("offset", "min"), occurrences=("offset", "size")).reset_index()
     ids = np.asarray(doc_ids, dtype=object)
     return pd.DataFrame({
-        "bucket": bucket_of(grouped["ngram_hash"].to_numpy(), bucket_bits),
+        "bucket": bucket_of(grouped["ngram_hash"].to_numpy(), bucket_bits, bucket_scheme),
         "ngram_hash": grouped["ngram_hash"].to_numpy(np.int64),
         "doc_id": ids[grouped["seq"].to_numpy()],
         "offset": grouped["offset"].to_numpy(np.int32),
@@ -113,24 +121,24 @@ def document_ngrams(doc_ids: list[str], token_arrays: list[np.ndarray], hash_cfg
 
 def ngram_rows(docs, meta: IndexMeta):
     """``corpus_documents`` rows -> one row per (document, distinct n-gram)."""
-    hash_cfg, bucket_bits, width = meta.hash_config, meta.bucket_bits, meta.token_width
+    hash_cfg, bucket_bits, width, scheme = meta.hash_config, meta.bucket_bits, meta.token_width, meta.bucket_scheme
 
     def explode(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for pdf in batches:
             arrays = [decode_tokens(b, width) for b in pdf["token_bytes"]]
-            yield document_ngrams(pdf["doc_id"].tolist(), arrays, hash_cfg, bucket_bits)
+            yield document_ngrams(pdf["doc_id"].tolist(), arrays, hash_cfg, bucket_bits, scheme)
 
     return docs.select("doc_id", "token_bytes").mapInPandas(explode, NGRAM_ROW_SCHEMA)
 
 
 def document_anchors(doc_numbers: np.ndarray, token_arrays: list[np.ndarray], acfg: AnchorConfig,
-                     bucket_bits: int) -> pd.DataFrame:
+                     bucket_bits: int, bucket_scheme: str = "low") -> pd.DataFrame:
     """Anchor rows of a batch of documents (vectorised over the whole batch)."""
     lengths = np.fromiter((len(t) for t in token_arrays), dtype=np.int64, count=len(token_arrays))
     tokens = np.concatenate(token_arrays) if len(token_arrays) else np.empty(0, dtype=np.int32)
     seq, offsets, hashes = select_anchors(tokens, lengths, acfg)
     return pd.DataFrame({
-        "bucket": bucket_of(hashes, bucket_bits),
+        "bucket": bucket_of(hashes, bucket_bits, bucket_scheme),
         "anchor_hash": hashes.astype(np.int64),
         "doc_number": np.asarray(doc_numbers, dtype=np.int32)[seq],
         "offset": offsets.astype(np.int32),
@@ -139,12 +147,12 @@ def document_anchors(doc_numbers: np.ndarray, token_arrays: list[np.ndarray], ac
 
 def anchor_rows(docs, meta: IndexMeta):
     """``(doc_number, token_bytes, token_width)`` rows -> one row per anchor."""
-    acfg, bucket_bits = meta.anchor_config, meta.bucket_bits
+    acfg, bucket_bits, scheme = meta.anchor_config, meta.bucket_bits, meta.bucket_scheme
 
     def explode(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for pdf in batches:
             arrays = [decode_tokens(b, int(w)) for b, w in zip(pdf["token_bytes"], pdf["token_width"])]
-            yield document_anchors(pdf["doc_number"].to_numpy(), arrays, acfg, bucket_bits)
+            yield document_anchors(pdf["doc_number"].to_numpy(), arrays, acfg, bucket_bits, scheme)
 
     return docs.select("doc_number", "token_bytes", "token_width").mapInPandas(explode, ANCHOR_ROW_SCHEMA)
 
@@ -192,7 +200,7 @@ class NgramIndex:
         if not rows:
             return None
         r = rows[0]
-        if r.layout != LAYOUT:
+        if r.layout not in BUCKET_SCHEME_OF_LAYOUT:
             raise UserFacingError(
                 f"corpus {self.corpus_id!r} was indexed with an earlier layout (full n-gram table); this version "
                 f"reads the anchor index: index the corpus again under a new corpus.id")
@@ -256,6 +264,7 @@ def resolve_meta(cfg: AuditConfig, existing: IndexMeta | None) -> IndexMeta:
         max_postings=cfg.index.max_postings,
         token_width=token_width_for_vocab(vocab_size(tok)),
         anchor_k=cfg.index.effective_anchor_k,
+        layout=LAYOUT,
     )
     if existing is not None:
         for field in ("tokenizer", "n", "hash_bits", "bucket_bits", "anchor_k", "token_width"):
@@ -266,7 +275,8 @@ def resolve_meta(cfg: AuditConfig, existing: IndexMeta | None) -> IndexMeta:
                 raise UserFacingError(
                     f"corpus {cfg.corpus.id!r} is already indexed with {field}={old}, but the config gives "
                     f"{new}: an index cannot mix settings; use a new corpus.id to build a separate index")
-        meta = IndexMeta(**{**asdict(meta), "tokenizer": existing.tokenizer})
+        # An index keeps the layout it was started with: an earlier layout's buckets stay valid.
+        meta = IndexMeta(**{**asdict(meta), "tokenizer": existing.tokenizer, "layout": existing.layout})
     return meta
 
 

@@ -68,7 +68,7 @@ SAMPLE_WINDOW_SCHEMA = "sample_id BIGINT, pos INT, ngram_hash BIGINT, bucket INT
 
 # =========================================================================== kernels
 def sample_windows_frame(sample_ids: np.ndarray, token_lists: list, hash_cfg: HashConfig,
-                         bucket_bits: int, anchor_cfg: AnchorConfig) -> pd.DataFrame:
+                         bucket_bits: int, anchor_cfg: AnchorConfig, bucket_scheme: str = "low") -> pd.DataFrame:
     """Every n-window of every sample: its n-gram hash and its anchor (hash, offset in the
     window, bucket), vectorised over the batch."""
     arrays = [np.asarray(t if t is not None else [], dtype=np.int64) for t in token_lists]
@@ -85,7 +85,7 @@ def sample_windows_frame(sample_ids: np.ndarray, token_lists: list, hash_cfg: Ha
         "sample_id": np.asarray(sample_ids, dtype=np.int64)[seq],
         "pos": offsets.astype(np.int32),
         "ngram_hash": hashes,
-        "bucket": bucket_of(a_hash, bucket_bits),
+        "bucket": bucket_of(a_hash, bucket_bits, bucket_scheme),
         "anchor_hash": a_hash,
         "anchor_rel": a_rel,
     })
@@ -184,11 +184,12 @@ class Matcher:
     # ---------------------------------------------------------------- candidates
     def sample_windows(self, sequences):
         hash_cfg, bucket_bits, anchor_cfg = self.meta.hash_config, self.meta.bucket_bits, self.meta.anchor_config
+        scheme = self.meta.bucket_scheme
 
         def windows(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
             for pdf in batches:
                 yield sample_windows_frame(pdf["sample_id"].to_numpy(), list(pdf["token_ids"]), hash_cfg,
-                                           bucket_bits, anchor_cfg)
+                                           bucket_bits, anchor_cfg, scheme)
 
         return sequences.select("sample_id", "token_ids").mapInPandas(windows, SAMPLE_WINDOW_SCHEMA)
 

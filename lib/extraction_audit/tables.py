@@ -103,7 +103,8 @@ CORPUS_ANCHORS = _table(TableSpec(
     "of a document), partitioned by hash-prefix bucket and sorted by hash within files.",
     (
         ("corpus_id", "STRING", "Corpus identifier"),
-        ("bucket", "INT", "Top bucket_bits bits of anchor_hash: partition and join unit"),
+        ("bucket", "INT", "Low bucket_bits bits of anchor_hash (top bits in indexes of layout 'anchors'): "
+                          "partition and join unit"),
         ("anchor_hash", "BIGINT", "64-bit hash of the anchor's k token ids (extraction_audit.hashing, n = anchor_k)"),
         ("doc_number", "INT", "Dense document number (corpus_doc_numbers maps it to doc_id)"),
         ("offset", "INT", "Token offset of the anchor k-gram in the document"),
@@ -143,7 +144,8 @@ CORPUS_INDEX = _table(TableSpec(
         ("distinct_ngrams", "BIGINT", "Distinct n-grams (NULL for the anchor layout, which does not store them; "
                                       "`corpus-stats --count-ngrams` counts them from the documents)"),
         ("updated_at", "TIMESTAMP", "Last build that changed this row (one that added nothing leaves it)"),
-        ("layout", "STRING", "Index layout: 'anchors' (winnowing anchors, corpus_anchors)"),
+        ("layout", "STRING", "Index layout: 'anchors-v2' (winnowing anchors in corpus_anchors, bucket = low "
+                             "hash bits); 'anchors' (the same, bucket = top hash bits: earlier indexes, still read)"),
         ("anchor_k", "INT", "Anchor k-gram length (w = n - anchor_k + 1 k-grams per window)"),
         ("anchors", "BIGINT", "Rows in corpus_anchors for this corpus"),
     ),

@@ -91,6 +91,17 @@ def setup_corpus(spark, tmp_path, tokenizer, docs: dict[str, list[int]], **index
     return cfg
 
 
+def index_all(spark, cfg, tmp_path, docs: dict[str, list[int]]) -> dict:
+    """A later build of ``cfg``'s corpus from a source holding ``docs`` (new ones and old)."""
+    more = tmp_path / "more"
+    more.mkdir()
+    with open(more / "part-0.jsonl", "w") as f:
+        for doc_id, toks in docs.items():
+            f.write(json.dumps({"id": doc_id, "text": words(toks)}) + "\n")
+    cfg.corpus.path = str(more)
+    return build_index(spark, cfg)
+
+
 def put_samples(spark, cfg, run_id, samples: dict[int, list[int]], prompts: dict[int, list[int]] | None = None,
                 budget: int | None = None):
     tables = Tables(spark, cfg)
@@ -221,13 +232,7 @@ def test_an_index_of_the_earlier_layout_still_matches_exactly(spark, tmp_path, w
     with monkeypatch.context() as patched:
         patched.setattr(index_module, "LAYOUT", "anchors")
         cfg = setup_corpus(spark, tmp_path, word_tokenizer, first)
-    more = tmp_path / "more"
-    more.mkdir()
-    with open(more / "part-0.jsonl", "w") as f:
-        for doc_id, toks in docs.items():
-            f.write(json.dumps({"id": doc_id, "text": words(toks)}) + "\n")
-    cfg.corpus.path = str(more)
-    assert build_index(spark, cfg)["documents_added"] == 4
+    assert index_all(spark, cfg, tmp_path, docs)["documents_added"] == 4
     index = NgramIndex(spark, cfg)
     meta = index.require_meta()
     assert meta.layout == "anchors" and meta.bucket_scheme == "top"
@@ -409,13 +414,7 @@ def test_stored_anchors_equal_the_definition_and_doc_numbers_are_dense(spark, tm
     rng = np.random.default_rng(9)
     docs = {f"d{i:02d}": rng.integers(0, 30, size=int(rng.integers(1, 40))).tolist() for i in range(15)}
     cfg = setup_corpus(spark, tmp_path, word_tokenizer, dict(list(docs.items())[:7]))
-    more = tmp_path / "more"
-    more.mkdir()
-    with open(more / "part-0.jsonl", "w") as f:
-        for doc_id, toks in docs.items():
-            f.write(json.dumps({"id": doc_id, "text": words(toks)}) + "\n")
-    cfg.corpus.path = str(more)
-    assert build_index(spark, cfg)["documents_added"] == 8
+    assert index_all(spark, cfg, tmp_path, docs)["documents_added"] == 8
     index = NgramIndex(spark, cfg)
     numbers = {r.doc_number: r.doc_id for r in index.doc_numbers().collect()}
     assert sorted(numbers) == list(range(len(docs))) and sorted(numbers.values()) == sorted(docs)

@@ -328,7 +328,10 @@ def ea_config(work: Path, name: str, corpus: Corpus, tokenizer_dir: Path, cores:
                   "log_file": str(work / "logs" / f"spark-{name}.log")},
         "model": {"path": str(tokenizer_dir), "tokenizer": str(tokenizer_dir)},
         "corpus": {"id": "bench", "format": "jsonl", "path": str(corpus.path)},
-        "index": {"n": N},
+        # The local default's 16 buckets (conf/local.yaml), as a user indexing on one machine
+        # gets: the library default (1,024, for cluster-sized corpora) would cut a 20 M-token
+        # index into 1,024 files of about 1,200 anchors (README "Index layout").
+        "index": {"n": N, "bucket_bits": 4},
     }
     path = work / "configs" / f"{name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -8,8 +8,8 @@ Layout (``anchors``): per document only its winnowing anchors (``anchors.py``: t
 minimum-hash k-gram of every window of w = n - k + 1 k-grams), one row each with the
 k-gram hash, a dense integer document number and the offset; document ids live in the
 side table ``corpus_doc_numbers``.  Rows are partitioned by ``(corpus_id, bucket)``
-(low ``index.bucket_bits`` bits of the hash; the top bits in indexes of layout ``anchors``), range-partitioned and sorted by hash within
-files, zstd-compressed.  Every verbatim match of n or more tokens shares an anchor with
+(low ``index.bucket_bits`` bits of the hash; the top bits in indexes of layout
+``anchors``), range-partitioned and sorted by hash within files, zstd-compressed.  Every verbatim match of n or more tokens shares an anchor with
 each document that contains it, on the match's diagonal, so the matcher joins the
 samples' anchors with this table and verifies every candidate against the document's
 tokens.  No per-(document, n-gram) row and no n-gram shuffle: a build costs the

@@ -3,8 +3,8 @@
 Throughput does not depend on the weights, so the generation benchmark (and tests that
 need *a* causal LM rather than a trained one) use these instead of downloading GPT-2.
 ``124m`` matches GPT-2 small's shape (12 layers, 768 wide, 50,257 ids, 1,024
-positions) and ``1.5b`` GPT-2 XL's (48 layers, 1,600 wide); ids beyond the small tokenizer's vocabulary decode to nothing, which is
-fine for throughput.  Reads and writes no tables.
+positions) and ``1.5b`` GPT-2 XL's (48 layers, 1,600 wide); ids beyond the small
+tokenizer's vocabulary decode to nothing, which is fine for throughput.  Reads and writes no tables.
 """
 
 from __future__ import annotations

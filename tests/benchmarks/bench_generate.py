@@ -115,7 +115,8 @@ def measure_worker(plan, spec):
 
     def run(p):
         batches = pa.Table.from_pandas(p, preserve_index=False).to_batches()
-        return sum(int(pa.compute.sum(b.column("n_tokens")).as_py() or 0) for b in generate_batches(iter(batches), spec))
+        out = generate_batches(iter(batches), spec)
+        return sum(int(pa.compute.sum(b.column("n_tokens")).as_py() or 0) for b in out)
 
     run(plan.head(spec.batch_size))  # warm-up at full length, as in measure_in_process
     _sync()

@@ -7,13 +7,14 @@ Reads the corpus source (via ``corpus.py``) and ``corpus_documents``; writes
 Layout (``anchors``): per document only its winnowing anchors (``anchors.py``: the
 minimum-hash k-gram of every window of w = n - k + 1 k-grams), one row each with the
 k-gram hash, a dense integer document number and the offset; document ids live in the
-side table ``corpus_doc_numbers``.  Rows are partitioned by ``(corpus_id, bucket)``
-(low ``index.bucket_bits`` bits of the hash; the top bits in indexes of layout
-``anchors``), range-partitioned and sorted by hash within files, zstd-compressed.  Every
-verbatim match of n or more tokens shares an anchor with each document that contains
-it, on the match's diagonal, so the matcher joins the samples' anchors with this table
-and verifies every candidate against the document's tokens.  No per-(document, n-gram) row and no n-gram shuffle: a build costs the
-tokenization, one pass over the new tokens and a shuffle of about 2/(w+1) rows per token.
+side table ``corpus_doc_numbers``.  Rows are partitioned by ``(corpus_id, bucket)`` (low
+``index.bucket_bits`` bits of the hash; the top bits in indexes of layout ``anchors``),
+range-partitioned and sorted by hash within files, zstd-compressed.  Every verbatim
+match of n or more tokens shares an anchor with each document that contains it, on the
+match's diagonal, so the matcher joins the samples' anchors with this table and verifies
+every candidate against the document's tokens.  No per-(document, n-gram) row and no
+n-gram shuffle: a build costs the tokenization, one pass over the new tokens and a
+shuffle of about 2/(w+1) rows per token.
 
 Incremental and crash-safe: a build first appends the new documents (tokenized once) to
 ``corpus_documents`` tagged with a ``build_id`` and a ``doc_seq`` (their position in that

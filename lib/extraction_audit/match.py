@@ -221,19 +221,20 @@ class Matcher:
         mode = "overwrite"
         read = {"index_rows_read": 0, "index_files_read": 0, "index_bytes_read": 0}
         for i, group in enumerate(g for g in groups if g):
-            keys = distinct.where(F.col("bucket").isin(group))
+            in_group = F.col("bucket").isin(group)
             scanned = Observation()
-            scan = corpus.where(F.col("bucket").isin(group)).observe(scanned, F.count(F.lit(1)).alias("rows"))
-            hits = scan.join(F.broadcast(keys), ["bucket", "anchor_hash"])
+            scan = corpus.where(in_group).observe(scanned, F.count(F.lit(1)).alias("rows"))
+            hits = scan.join(F.broadcast(distinct.where(in_group)), ["bucket", "anchor_hash"])
             hits.write.format("parquet").mode(mode).save(raw_path)
             mode = "append"
-            files, size = data_files(anchors.where(F.col("bucket").isin(group)))
-            read["index_rows_read"] += int(scanned.get.get("rows") or 0)
+            rows = int(scanned.get.get("rows") or 0)
+            files, size = data_files(anchors.where(in_group))
+            read["index_rows_read"] += rows
             read["index_files_read"] += files
             read["index_bytes_read"] += size
             log.info("match: bucket group %d/%d (%d buckets, %d sample anchors) joined; index read: %d rows in "
                      "%d files, %.1f MB", i + 1, len(groups), len(group), sum(per_bucket[b] for b in group),
-                     scanned.get.get("rows") or 0, files, size / 1e6)
+                     rows, files, size / 1e6)
         if mode == "overwrite":  # no sample windows at all
             corpus.limit(0).write.format("parquet").mode("overwrite").save(raw_path)
         raw = read_scratch(self.spark, raw_path, corpus.schema)

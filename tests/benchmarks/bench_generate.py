@@ -92,15 +92,24 @@ def _plan(n, tok, sampling, seed=0):
 def measure_in_process(backend, plan, batch_size, max_new_tokens):
     prompts = [np.asarray(p) for p in plan["prompt_token_ids"]]
     seeds = plan["seed"].to_numpy()
-    # Warm-up at full length: kernels for every sequence length, and the CUDA caching
-    # allocator's blocks for a whole batch's KV cache (a first batch at a new size pays
-    # cudaMalloc for each growth, 3x slower on the H200 than the batches after it).
-    backend.generate(prompts[:batch_size], seeds[:batch_size], max_new_tokens)
+
+    def run(n):
+        return sum(int(backend.generate(prompts[i:i + batch_size], seeds[i:i + batch_size], max_new_tokens)
+                       .lengths.sum()) for i in range(0, n, batch_size))
+
+    return _throughput(lambda: run(batch_size), lambda: run(len(prompts)))
+
+
+def _throughput(warm_up, measure) -> dict:
+    """Tokens per second of ``measure()`` (which returns the tokens it generated), after one
+    ``warm_up()``.  Every path warms up with a full-length batch: kernels for every sequence
+    length, and the CUDA caching allocator's blocks for a whole batch's KV cache (a first
+    batch at a new size pays cudaMalloc for each growth, 3x slower on the H200 than the
+    batches after it)."""
+    warm_up()
     _sync()
     start = time.perf_counter()
-    tokens = 0
-    for i in range(0, len(prompts), batch_size):
-        tokens += int(backend.generate(prompts[i:i + batch_size], seeds[i:i + batch_size], max_new_tokens).lengths.sum())
+    tokens = measure()
     _sync()
     seconds = time.perf_counter() - start
     return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
@@ -118,13 +127,7 @@ def measure_worker(plan, spec):
         out = generate_batches(iter(batches), spec)
         return sum(int(pa.compute.sum(b.column("n_tokens")).as_py() or 0) for b in out)
 
-    run(plan.head(spec.batch_size))  # warm-up at full length, as in measure_in_process
-    _sync()
-    start = time.perf_counter()
-    tokens = run(plan)
-    _sync()
-    seconds = time.perf_counter() - start
-    return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
+    return _throughput(lambda: run(plan.head(spec.batch_size)), lambda: run(plan))
 
 
 def measure_hf_sample(backend, plan, batch_size, max_new_tokens, top_k=40):
@@ -147,13 +150,9 @@ def measure_hf_sample(backend, plan, batch_size, max_new_tokens, top_k=40):
                 pad_token_id=backend.pad_id, eos_token_id=None)
         return int((out.shape[1] - input_ids.shape[1]) * out.shape[0])
 
-    batch(prompts[:batch_size], max_new_tokens)  # warm-up at full length, as in measure_in_process
-    _sync()
-    start = time.perf_counter()
-    tokens = sum(batch(prompts[i:i + batch_size], max_new_tokens) for i in range(0, len(prompts), batch_size))
-    _sync()
-    seconds = time.perf_counter() - start
-    return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
+    return _throughput(lambda: batch(prompts[:batch_size], max_new_tokens),
+                       lambda: sum(batch(prompts[i:i + batch_size], max_new_tokens)
+                                   for i in range(0, len(prompts), batch_size)))
 
 
 def measure_spark_udf(spark, plan, spec):

@@ -20,6 +20,7 @@ import json
 import logging
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .config import AuditConfig
@@ -151,11 +152,17 @@ class Runner:
         ctx = StageContext(self.spark, self.cfg, self.tables, run_id, run, scratch, options)
         fields = stage.begin(ctx) if stage.begin else {}
         delete_path(self.spark, scratch)  # a killed attempt's leftovers
-        if not claimed:
-            record.step_started(stage.name)
         state = {**state, stage.name: {**state.get(stage.name, {}), "status": "running", "started_at": now(),
                                        "finished_at": None}}
-        self._write_status(record, state, {**pending, **fields})
+        if claimed:
+            self._write_status(record, state, {**pending, **fields})
+        else:
+            # The step's row (run_steps) and the run's status (runs) are separate tables, so
+            # their commits run side by side; both are in before the stage starts.
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-steps") as pool:
+                started_row = pool.submit(record.step_started, stage.name)
+                self._write_status(record, state, {**pending, **fields})
+                started_row.result()
         pending.clear()
         ctx.run = record.get() or {}
         log.info("run %s: step %s started", run_id, stage.name)

@@ -154,14 +154,13 @@ class Runner:
         delete_path(self.spark, scratch)  # a killed attempt's leftovers
         state = {**state, stage.name: {**state.get(stage.name, {}), "status": "running", "started_at": now(),
                                        "finished_at": None}}
-        if claimed:
+        # The step's row (run_steps; already written for a claimed step) and the run's
+        # status (runs) are separate tables, so their commits run side by side; both are in
+        # before the stage starts.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-steps") as pool:
+            started_row = None if claimed else pool.submit(record.step_started, stage.name)
             self._write_status(record, state, {**pending, **fields})
-        else:
-            # The step's row (run_steps) and the run's status (runs) are separate tables, so
-            # their commits run side by side; both are in before the stage starts.
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-steps") as pool:
-                started_row = pool.submit(record.step_started, stage.name)
-                self._write_status(record, state, {**pending, **fields})
+            if started_row is not None:
                 started_row.result()
         pending.clear()
         ctx.run = record.get() or {}

@@ -151,19 +151,114 @@ def assert_matches_oracle(spark, cfg, run_id, samples, docs):
     return occ, passages
 
 
-# ----------------------------------------------------------------------------- tests
-def test_edge_cases_equal_the_oracle(spark, tmp_path, word_tokenizer):
+# ----------------------------------------------------------------------------- one shared index
+class Alphabet:
+    """One test's slice of the shared corpus: its token ids 0..63 are shifted into a range of
+    their own and its document ids get a prefix, so no window, passage or document count of
+    one test can involve another test's documents (the oracle of a test's own documents is
+    the oracle of the whole shared corpus)."""
+
+    def __init__(self, name: str, slot: int):
+        self.name, self.base = name, slot * 64
+
+    def __call__(self, ids) -> list[int]:
+        return [self.base + int(i) for i in ids]
+
+    def doc(self, doc_id: str) -> str:
+        return f"{self.name}-{doc_id}"
+
+    def docs(self, docs: dict[str, list[int]]) -> dict[str, list[int]]:
+        return {self.doc(d): self(t) for d, t in docs.items()}
+
+    def seqs(self, samples: dict[int, list[int]]) -> dict[int, list[int]]:
+        return {s: self(t) for s, t in samples.items()}
+
+
+def _edge_docs() -> dict[str, list[int]]:
     rng = np.random.default_rng(0)
-    long_passage = rng.integers(10, 60, size=120).tolist()
-    docs = {
+    return {
         "a": [1, 2, 3, 4, 5, 6, 7, 8, 9],
         "b": [5, 6, 7, 8, 20, 21, 22, 23],          # shares 5 6 7 8 with a
         "c": [30, 31, 32, 33, 34],
         "d": [30, 31, 32, 33, 34],                  # repeated document
-        "e": long_passage,
+        "e": rng.integers(10, 60, size=120).tolist(),  # a passage longer than a model context
         "f": [40, 41, 42, 43, 0, 0, 0, 44, 45, 46, 47],
     }
-    samples = {
+
+
+def _random_docs() -> dict[str, list[int]]:
+    rng = np.random.default_rng(7)
+    docs = {f"d{i:02d}": rng.integers(0, 12, size=rng.integers(3, 40)).tolist() for i in range(25)}
+    docs["d99"] = docs["d03"]
+    return docs
+
+
+BOILER = [50, 51, 52, 53, 54, 55]
+
+
+def _frequent_docs() -> dict[str, list[int]]:
+    rng = np.random.default_rng(5)
+    boiler = [50, 51, 52, 53, 54, 55, 56, 57]
+    return {f"d{i:02d}": rng.integers(0, 40, size=6).tolist() + boiler + rng.integers(0, 40, size=6).tolist()
+            for i in range(12)}
+
+
+COMMON, WIDER = [50, 51, 52, 53, 54, 55], [56, 57, 58, 59, 60, 61]
+
+
+def _hundred_docs() -> dict[str, list[int]]:
+    rng = np.random.default_rng(13)
+    return {f"d{i:03d}": rng.integers(0, 40, size=4).tolist() + (COMMON if i < 100 else []) +
+            rng.integers(0, 40, size=3).tolist() + WIDER + rng.integers(0, 40, size=2).tolist() for i in range(101)}
+
+
+PROSE = [11, 23, 5, 17, 42, 8, 31, 2, 19, 27]
+# Each test's documents, in its own token ids; all of them are indexed once, as one corpus.
+SHARED_CORPORA = {
+    "edge": _edge_docs,
+    "random": _random_docs,
+    "bounds": lambda: {f"d{i:02d}": [i % 10, 40 + i % 7] + BOILER + [i % 9] for i in range(12)},
+    "rerun": lambda: {"a": list(range(20)), "b": list(range(30, 45))},
+    "flags": lambda: {"a": PROSE, "rep": [7] * 12, "p": [3, 4, 3, 4, 3, 4, 3, 4]},
+    "checkpoints": lambda: {"a": list(range(40))},
+    "first_seen": lambda: {"a": list(range(30))},
+    "frequent": _frequent_docs,
+    "hundred": _hundred_docs,
+}
+
+
+class SharedCorpus:
+    """One index (corpus ``c``, n = 4) holding every consolidated test's documents: the index
+    is built once for the module, and each test matches its own runs against it, with its own
+    match-time ``index.max_postings``."""
+
+    def __init__(self, spark, root: Path):
+        from conftest import build_word_tokenizer
+
+        self.spark = spark
+        tokenizer = str(build_word_tokenizer(root / "tokenizer", vocab=64 * len(SHARED_CORPORA)))
+        self.alphabets = {name: Alphabet(name, slot) for slot, name in enumerate(SHARED_CORPORA)}
+        self.docs = {name: self.alphabets[name].docs(make()) for name, make in SHARED_CORPORA.items()}
+        everything = {d: t for docs in self.docs.values() for d, t in docs.items()}
+        self.cfg = setup_corpus(spark, root, tokenizer, everything)
+
+    def config(self, max_postings: int = 4):
+        cfg = self.cfg.model_copy(deep=True)
+        cfg.index.max_postings = max_postings
+        return cfg
+
+
+@pytest.fixture(scope="module")
+def shared(spark, tmp_path_factory) -> SharedCorpus:
+    return SharedCorpus(spark, tmp_path_factory.mktemp("shared-corpus"))
+
+
+# ----------------------------------------------------------------------------- tests
+def test_edge_cases_equal_the_oracle(spark, shared):
+    g = shared.alphabets["edge"]
+    docs = shared.docs["edge"]
+    long_passage = _edge_docs()["e"]
+    samples = g.seqs({
         0: [1, 2, 3, 4, 63, 63, 63, 63, 6, 7, 8, 9],        # match at very start and very end
         1: [30, 31, 32, 33],                                 # exactly n tokens
         2: [30, 31, 32],                                     # n-1 tokens: no match
@@ -173,27 +268,32 @@ def test_edge_cases_equal_the_oracle(spark, tmp_path, word_tokenizer):
         6: [62] + long_passage[:50] + [60],
         7: [40, 41, 42, 43, 44, 45, 46, 47],                 # windows from f but never contiguous in f
         8: [],                                               # empty sample
-    }
-    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs)
+    })
+    cfg = shared.config()
     put_samples(spark, cfg, "r1", samples)
     stats = match_and_measure(spark, cfg, "r1")
     occ, passages = assert_matches_oracle(spark, cfg, "r1", samples, docs)
-    assert (0, 0, 4, passage_id_of([1, 2, 3, 4])) in occ
-    assert (0, 8, 12, passage_id_of([6, 7, 8, 9])) in occ
-    stitched = passages[passage_id_of([2, 3, 4, 5, 6, 7, 8, 20, 21, 22])]
+    assert (0, 0, 4, passage_id_of(g([1, 2, 3, 4]))) in occ
+    assert (0, 8, 12, passage_id_of(g([6, 7, 8, 9]))) in occ
+    stitched = passages[passage_id_of(g([2, 3, 4, 5, 6, 7, 8, 20, 21, 22]))]
     assert stitched.doc_count == 0 and stitched.is_stitched
-    assert passages[passage_id_of([30, 31, 32, 33])].doc_count == 2
-    assert passages[passage_id_of(long_passage[:50])].n_samples == 2
+    assert passages[passage_id_of(g([30, 31, 32, 33]))].doc_count == 2
+    assert passages[passage_id_of(g(long_passage[:50]))].n_samples == 2
     assert stats["samples"] == len(samples)
+    # Matching reads the index buckets of the samples' anchors, every row of them.
+    meta = resolve_meta(cfg, None)
+    windows = sample_windows_frame(np.arange(len(samples)), list(samples.values()), meta.hash_config,
+                                   meta.bucket_bits, meta.anchor_config, meta.bucket_scheme)
     anchors = Tables(spark, cfg).read("corpus_anchors")
-    assert stats["index_rows_read"] == anchors.count()  # these samples' anchors fall in every bucket
+    assert stats["index_rows_read"] == anchors.where(F.col("bucket").isin(
+        sorted({int(b) for b in windows["bucket"]}))).count()
 
     # A run of one window has one anchor: matching reads that anchor's bucket of the index
     # and no other (rows, files and bytes as found on disk, not as the stage computed them).
-    put_samples(spark, cfg, "one", {0: [30, 31, 32, 33]})
+    one_window = g([30, 31, 32, 33])
+    put_samples(spark, cfg, "one", {0: one_window})
     one = match_and_measure(spark, cfg, "one", metrics=False)
-    meta = resolve_meta(cfg, None)
-    bucket = int(sample_windows_frame(np.array([0]), [[30, 31, 32, 33]], meta.hash_config, meta.bucket_bits,
+    bucket = int(sample_windows_frame(np.array([0]), [one_window], meta.hash_config, meta.bucket_bits,
                                       meta.anchor_config, meta.bucket_scheme)["bucket"].iloc[0])
     folder = Path(cfg.storage.warehouse) / "corpus_anchors" / "corpus_id=c" / f"bucket={bucket}"
     files = sorted(folder.glob("*.parquet"))
@@ -203,20 +303,20 @@ def test_edge_cases_equal_the_oracle(spark, tmp_path, word_tokenizer):
     assert one["passages"] == 1
 
 
-def test_random_corpora_equal_the_oracle(spark, tmp_path, word_tokenizer):
+def test_random_corpora_equal_the_oracle(spark, shared):
+    g, local = shared.alphabets["random"], _random_docs()
     rng = np.random.default_rng(7)
-    docs = {f"d{i:02d}": rng.integers(0, 12, size=rng.integers(3, 40)).tolist() for i in range(25)}
-    docs["d99"] = docs["d03"]
     samples = {}
     for sid in range(30):
-        src = docs[f"d{rng.integers(0, 25):02d}"]
+        src = local[f"d{rng.integers(0, 25):02d}"]
         a = int(rng.integers(0, max(1, len(src) - 2)))
         samples[sid] = rng.integers(0, 12, size=5).tolist() + src[a:a + int(rng.integers(0, 20))] + \
             rng.integers(0, 12, size=int(rng.integers(0, 6))).tolist()
-    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs, max_postings=64)
+    samples = g.seqs(samples)
+    cfg = shared.config(max_postings=64)
     put_samples(spark, cfg, "rr", samples)
     match_and_measure(spark, cfg, "rr")
-    assert_matches_oracle(spark, cfg, "rr", samples, docs)
+    assert_matches_oracle(spark, cfg, "rr", samples, shared.docs["random"])
 
 
 def test_an_index_of_the_earlier_layout_still_matches_exactly(spark, tmp_path, word_tokenizer, monkeypatch):
@@ -266,23 +366,22 @@ def test_forced_hash_collisions_are_removed_by_verification(spark, tmp_path, wor
     assert_matches_oracle(spark, cfg, "hc", samples, docs)
 
 
-def test_doc_count_bounds_for_frequent_passages(spark, tmp_path, word_tokenizer):
-    boiler = [50, 51, 52, 53, 54, 55]
-    docs = {f"d{i:02d}": [i % 10, 40 + i % 7] + boiler + [i % 9] for i in range(12)}
-    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs, max_postings=3)
-    put_samples(spark, cfg, "fq", {0: [61] + boiler + [62]})
+def test_doc_count_bounds_for_frequent_passages(spark, shared):
+    g = shared.alphabets["bounds"]
+    cfg = shared.config(max_postings=3)
+    put_samples(spark, cfg, "fq", {0: g([61] + BOILER + [62])})
     match_and_measure(spark, cfg, "fq", metrics=False)
     _, passages = findings(spark, cfg, "fq")
     (p,) = passages.values()
     assert not p.doc_count_is_exact
     assert p.doc_count == 3 and p.doc_count_upper_bound == 12
-    assert list(p.example_doc_ids) == ["d00", "d01", "d02"]
+    assert list(p.example_doc_ids) == [g.doc("d00"), g.doc("d01"), g.doc("d02")]
 
 
-def test_rerun_is_idempotent_and_new_samples_update_tables(spark, tmp_path, word_tokenizer):
-    docs = {"a": list(range(20)), "b": list(range(30, 45))}
-    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs)
-    samples = {0: [60] + list(range(3, 12)) + [61], 1: [62, 62, 62, 62, 62]}
+def test_rerun_is_idempotent_and_new_samples_update_tables(spark, shared):
+    g, docs = shared.alphabets["rerun"], shared.docs["rerun"]
+    cfg = shared.config()
+    samples = g.seqs({0: [60] + list(range(3, 12)) + [61], 1: [62, 62, 62, 62, 62]})
     put_samples(spark, cfg, "idem", samples)
     match_and_measure(spark, cfg, "idem")
     tables = Tables(spark, cfg)
@@ -292,36 +391,36 @@ def test_rerun_is_idempotent_and_new_samples_update_tables(spark, tmp_path, word
     for t, rows in before.items():
         assertDataFrameEqual(tables.read(t).where("run_id = 'idem'"), rows)
 
-    more = {2: [60] + list(range(32, 40)) + [61]}
+    more = g.seqs({2: [60] + list(range(32, 40)) + [61]})
     put_samples(spark, cfg, "idem", more)
     match_and_measure(spark, cfg, "idem")
     assert_matches_oracle(spark, cfg, "idem", {**samples, **more}, docs)
 
 
-def test_prompt_copies_and_filler_are_flagged_and_excluded_from_metrics(spark, tmp_path, word_tokenizer):
-    prose = [11, 23, 5, 17, 42, 8, 31, 2, 19, 27]
-    docs = {"a": prose, "rep": [7] * 12, "p": [3, 4, 3, 4, 3, 4, 3, 4]}
-    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs)
-    samples = {0: [60] + prose + [61], 1: [60] + [7] * 8, 2: [3, 4, 3, 4, 3, 4, 61]}
-    put_samples(spark, cfg, "flags", samples, prompts={2: [3, 4]})
+def test_prompt_copies_and_filler_are_flagged_and_excluded_from_metrics(spark, shared):
+    g = shared.alphabets["flags"]
+    cfg = shared.config()
+    samples = g.seqs({0: [60] + PROSE + [61], 1: [60] + [7] * 8, 2: [3, 4, 3, 4, 3, 4, 61]})
+    put_samples(spark, cfg, "flags", samples, prompts={2: g([3, 4])})
     match_and_measure(spark, cfg, "flags")
     _, passages = findings(spark, cfg, "flags")
     by_tokens = {tuple(p.token_ids): p for p in passages.values()}
-    assert not by_tokens[tuple(prose)].is_low_entropy
-    assert by_tokens[(7,) * 8].is_low_entropy and by_tokens[(7,) * 8].low_entropy_reason == "repetitive_tokens"
-    assert by_tokens[(3, 4, 3, 4, 3, 4)].is_prompt_copy
+    assert not by_tokens[tuple(g(PROSE))].is_low_entropy
+    filler = tuple(g([7] * 8))
+    assert by_tokens[filler].is_low_entropy and by_tokens[filler].low_entropy_reason == "repetitive_tokens"
+    assert by_tokens[tuple(g([3, 4, 3, 4, 3, 4]))].is_prompt_copy
     metrics = Tables(spark, cfg).read("run_metrics").where(F.col("run_id") == "flags").orderBy("budget_tokens").collect()
     last = metrics[-1]
-    assert last.extracted_tokens == len(prose) and last.distinct_passages == 1
+    assert last.extracted_tokens == len(PROSE) and last.distinct_passages == 1
     assert last.distinct_rare_passages == 1
     assert last.generated_tokens == sum(len(s) for s in samples.values())
-    assert last.share_extracted == pytest.approx(len(prose) / last.generated_tokens)
+    assert last.share_extracted == pytest.approx(len(PROSE) / last.generated_tokens)
 
 
-def test_metrics_at_budget_checkpoints(spark, tmp_path, word_tokenizer):
-    docs = {"a": list(range(40))}
-    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs)
-    samples = {sid: ([60] * 5 if sid % 2 else list(range(sid, sid + 5))) for sid in range(20)}
+def test_metrics_at_budget_checkpoints(spark, shared):
+    g, docs = shared.alphabets["checkpoints"], shared.docs["checkpoints"]
+    cfg = shared.config()
+    samples = g.seqs({sid: ([60] * 5 if sid % 2 else list(range(sid, sid + 5))) for sid in range(20)})
     put_samples(spark, cfg, "cp", samples, budget=100)
     match_and_measure(spark, cfg, "cp")
     rows = Tables(spark, cfg).read("run_metrics").where(F.col("run_id") == "cp").orderBy("budget_tokens").collect()
@@ -341,22 +440,22 @@ def test_metrics_at_budget_checkpoints(spark, tmp_path, word_tokenizer):
     tables = Tables(spark, cfg)
     regions = [(r.doc_id, r.region_start, r.region_end, r.n_passages, r.n_samples, r.is_rare)
                for r in tables.read("extracted_regions").where(F.col("run_id") == "cp").collect()]
-    assert regions == [("a", 0, 23, 10, 10, True)]
+    assert regions == [(g.doc("a"), 0, 23, 10, 10, True)]
     doc = tables.read("extracted_documents").where(F.col("run_id") == "cp").collect()
     assert [(d.doc_id, d.regions, d.tokens_extracted, d.doc_tokens, d.n_samples) for d in doc] == \
-        [("a", 1, 23, 40, 10)]
+        [(g.doc("a"), 1, 23, 40, 10)]
 
 
-def test_first_seen_run_tracks_passages_across_runs(spark, tmp_path, word_tokenizer):
-    docs = {"a": list(range(30))}
-    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs)
-    put_samples(spark, cfg, "night1", {0: list(range(0, 6))})
+def test_first_seen_run_tracks_passages_across_runs(spark, shared):
+    g = shared.alphabets["first_seen"]
+    cfg = shared.config()
+    put_samples(spark, cfg, "night1", {0: g(range(0, 6))})
     match_and_measure(spark, cfg, "night1", metrics=False)
-    put_samples(spark, cfg, "night2", {0: list(range(0, 6)), 1: list(range(10, 16))})
+    put_samples(spark, cfg, "night2", {0: g(range(0, 6)), 1: g(range(10, 16))})
     match_and_measure(spark, cfg, "night2", metrics=False)
     _, passages = findings(spark, cfg, "night2")
     seen = {tuple(p.token_ids): p.first_seen_run_id for p in passages.values()}
-    assert seen == {tuple(range(0, 6)): "night1", tuple(range(10, 16)): "night2"}
+    assert seen == {tuple(g(range(0, 6))): "night1", tuple(g(range(10, 16))): "night2"}
 
 
 def test_kernels():
@@ -375,21 +474,19 @@ def test_kernels():
     assert low_entropy_reason(np.arange(50), "The quick brown fox jumps over the lazy dog near the bank.", mc) is None
 
 
-def test_frequent_anchors_lose_no_match(spark, tmp_path, word_tokenizer):
+def test_frequent_anchors_lose_no_match(spark, shared):
     """Boilerplate in more documents than the first pass verifies (K + 1 = 4 of 12), each
     copy with different text around it: windows that run from the boilerplate into one
     document's own text are found in the second pass, with exact counts."""
-    rng = np.random.default_rng(5)
+    g, local, docs = shared.alphabets["frequent"], _frequent_docs(), shared.docs["frequent"]
     boiler = [50, 51, 52, 53, 54, 55, 56, 57]
-    docs = {f"d{i:02d}": rng.integers(0, 40, size=6).tolist() + boiler + rng.integers(0, 40, size=6).tolist()
-            for i in range(12)}
-    samples = {
-        0: [63] + boiler + docs["d09"][14:20] + [63],          # boilerplate into d09's own text
-        1: [63] + docs["d11"][:6] + boiler[:5] + [62],          # d11's own text into the boilerplate
-        2: [63] + boiler + [62],                                # the boilerplate alone
-        3: [63] + docs["d00"][14:20] + [61],                    # no boilerplate at all
-    }
-    cfg = setup_corpus(spark, tmp_path, word_tokenizer, docs, max_postings=3)
+    samples = g.seqs({
+        0: [63] + boiler + local["d09"][14:20] + [63],          # boilerplate into d09's own text
+        1: [63] + local["d11"][:6] + boiler[:5] + [62],          # d11's own text into the boilerplate
+        2: [63] + boiler + [62],                                 # the boilerplate alone
+        3: [63] + local["d00"][14:20] + [61],                    # no boilerplate at all
+    })
+    cfg = shared.config(max_postings=3)
     put_samples(spark, cfg, "hot", samples)
     stats = match_and_measure(spark, cfg, "hot", metrics=False)
     assert stats["second_pass_windows"] > 0, stats
@@ -403,7 +500,7 @@ def test_frequent_anchors_lose_no_match(spark, tmp_path, word_tokenizer):
         if exp["doc_count"] < 12:  # reaches into one document's own text: found and counted exactly
             assert got.doc_count_is_exact and got.doc_count == exp["doc_count"]
             assert list(got.example_doc_ids) == exp["example_doc_ids"]
-    boiler_only = passages[passage_id_of(boiler)]
+    boiler_only = passages[passage_id_of(g(boiler))]
     assert boiler_only.doc_count_upper_bound == 12 and not boiler_only.is_stitched
 
 
@@ -428,25 +525,16 @@ def test_stored_anchors_equal_the_definition_and_doc_numbers_are_dense(spark, tm
     assert stored == expected
 
 
-def test_default_counts_are_exact_up_to_one_hundred_documents(spark, tmp_path, word_tokenizer):
+def test_default_counts_are_exact_up_to_one_hundred_documents(spark, shared, tmp_path):
     """The default index.max_postings (100): a passage in 100 documents gets its exact count,
     one in 101 an exact lower bound (100) and its upper bound."""
-    rng = np.random.default_rng(13)
-    common, wider = [50, 51, 52, 53, 54, 55], [56, 57, 58, 59, 60, 61]
-    docs = {f"d{i:03d}": rng.integers(0, 40, size=4).tolist() + (common if i < 100 else []) +
-            rng.integers(0, 40, size=3).tolist() + wider + rng.integers(0, 40, size=2).tolist() for i in range(101)}
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    with open(corpus / "part-0.jsonl", "w") as f:
-        for doc_id, toks in docs.items():
-            f.write(json.dumps({"id": doc_id, "text": words(toks)}) + "\n")
-    cfg = make_config(tmp_path, model={"path": word_tokenizer, "family": "tiny"},
-                      corpus={"id": "c", "format": "jsonl", "path": str(corpus)}, index={"n": N, "bucket_bits": 2})
-    assert cfg.index.max_postings == 100
-    build_index(spark, cfg)
-    put_samples(spark, cfg, "hundred", {0: [63] + common + [62], 1: [63] + wider + [62]})
+    g = shared.alphabets["hundred"]
+    default = make_config(tmp_path).index.max_postings
+    assert default == 100
+    cfg = shared.config(max_postings=default)
+    put_samples(spark, cfg, "hundred", {0: g([63] + COMMON + [62]), 1: g([63] + WIDER + [62])})
     match_and_measure(spark, cfg, "hundred", metrics=False)
     _, passages = findings(spark, cfg, "hundred")
-    in_100, in_101 = passages[passage_id_of(common)], passages[passage_id_of(wider)]
+    in_100, in_101 = passages[passage_id_of(g(COMMON))], passages[passage_id_of(g(WIDER))]
     assert (in_100.doc_count, in_100.doc_count_is_exact) == (100, True)
     assert (in_101.doc_count, in_101.doc_count_is_exact, in_101.doc_count_upper_bound) == (100, False, 101)

@@ -223,37 +223,6 @@ def test_corpus_index_is_incremental_and_exact(spark, tmp_path):
         r["value_key"] for r in tables.read("pii_corpus_index").collect()}
 
 
-def test_purge_deletes_rows_and_vacuum_removes_files(spark, tmp_path):
-    cfg = pii_config(tmp_path, storage={"allow_raw_pii": True, "retention_hours": 0})
-    tables = Tables(spark, cfg)
-    write_corpus(spark, tables, CORPUS)
-    write_samples(spark, tables, "r1", SAMPLES)
-    write_samples(spark, tables, "keep", {0: "Keep: Jane Smith, card 4111 1111 1111 1111."})
-    RunRecord(tables, "r1").create(cfg)
-    tables.merge("run_metrics", spark.createDataFrame([("r1", 100, 10), ("keep", 100, 5)],
-                                                      "run_id STRING, budget_tokens BIGINT, generated_tokens BIGINT"))
-    run_pii(spark, cfg, "r1")
-    warehouse = Path(tables.warehouse)
-    # allowed raw values are stored (so the file check below can see values when present) ...
-    assert tables.read("pii_findings").where("entity_type = 'email'").first()["value"] == "bob.brown@example.org"
-    assert files_holding(warehouse / "pii_findings", ["bob.brown@example.org"])
-    # ... but never copied into the Delta log's statistics
-    assert "bob.brown@example.org" not in log_text(warehouse / "pii_findings")
-
-    run_needles = ["Patient: Jane Smith paid with", "bob.brown@example.org", "CUST-004217"]
-    stats = purge_run(spark, cfg, "r1", vacuum=True)
-    assert stats["rows_deleted"]["samples"] == len(SAMPLES) and stats["rows_deleted"]["run_metrics"] == 1
-    assert stats["rows_deleted"]["runs"] == 1 and RunRecord(tables, "r1").get() is None
-    assert stats["rows_deleted"]["pii_findings"] > 0 and "pii_findings" in stats["vacuumed"]
-    for name in ("samples", "pii_findings", "run_metrics"):
-        assert tables.read(name).where("run_id = 'r1'").count() == 0
-    for name in ("samples", "run_metrics"):
-        assert tables.read(name).where("run_id = 'keep'").count() == 1  # other runs untouched
-    assert files_holding(warehouse, run_needles) == []
-    assert files_holding(warehouse, ["Keep: Jane Smith"])
-    assert purge_run(spark, cfg, "r1")["rows_deleted_total"] == 0  # purging again is a no-op
-
-
 def test_errors_and_cli(spark, tmp_path, monkeypatch, capsys):
     import yaml
 

@@ -186,22 +186,54 @@ def _files_holding(root: Path, needles: list[str]) -> dict[str, str]:
 
 
 def test_purge_with_vacuum_leaves_no_copy_of_the_run(spark, bundle_run, capsys):
+    """Erasure of one run: every copy the product wrote (tables, scratch, reports, review
+    exports) is gone after ``purge --vacuum``, another run's rows and files stay, raw personal
+    values (stored: this config allows it) never reach a Delta log's statistics, and purging
+    again is a no-op."""
     cfg, path, _, root = bundle_run
+    tables = Tables(spark, cfg)
     elsewhere = root / "review-queue"
     assert main(["review", "export", "--config", str(path), "--run-id", RUN, "--out", str(elsewhere),
                  "--top", "5"]) == 0
+    keep_text = "Keep: Jane Smith paid with card 4111 1111 1111 1111 on the phone."
+    tables.merge("samples", tables.read("samples").where(F.col("run_id") == RUN).limit(1)
+                 .withColumn("run_id", F.lit("keep")).withColumn("text", F.lit(keep_text))
+                 .withColumn("prompt_text", F.lit("")).withColumn("prompt_token_ids", F.array().cast("array<int>")))
+    tables.merge("run_metrics", tables.read("run_metrics").where(F.col("run_id") == RUN)
+                 .withColumn("run_id", F.lit("keep")))
+    # One finding with a known raw value, whatever the tiny model happened to emit.
+    tables.merge("pii_findings", spark.createDataFrame(
+        [(RUN, 0, "email", 10_000, 10_021, "b***@example.org", "known-email", "bob.brown@example.org", "email")],
+        "run_id STRING, sample_id BIGINT, entity_type STRING, char_start INT, char_end INT, "
+        "value_redacted STRING, value_key STRING, value STRING, detector STRING"))
+    run_rows = {t: tables.read(t).where(F.col("run_id") == RUN).count() for t in ("samples", "run_metrics")}
     needles = _needles(spark, cfg)
-    assert len(needles) >= 5
+    assert len(needles) >= 5 and "bob.brown@example.org" in needles
+    raw = [r.value for r in tables.read("pii_findings").where(F.col("run_id") == RUN).collect()]
+    assert all(raw), "allowed raw values are stored"
     before = _files_holding(root, needles)
     assert any(k.startswith("ea/warehouse/samples") for k in before), before  # the check sees the data
+    assert any(k.startswith("ea/warehouse/pii_findings") for k in before), before
     assert any(k.startswith("ea/reports") for k in before) and any(k.startswith("review-queue") for k in before)
+    # ... but no generated text or raw value is ever copied into a Delta log (column statistics).
+    logs = " ".join(p.read_text(errors="replace") for p in (root / "ea" / "warehouse").glob("*/_delta_log/*.json"))
+    assert not [v for v in raw + needles if v in logs]
 
-    assert main(["purge", "--config", str(path), "--run-id", RUN, "--vacuum"]) == 0
     capsys.readouterr()
+    assert main(["purge", "--config", str(path), "--run-id", RUN, "--vacuum"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["rows_deleted"]["samples"] == run_rows["samples"]
+    assert stats["rows_deleted"]["run_metrics"] == run_rows["run_metrics"]
+    assert stats["rows_deleted"]["runs"] == 1 and stats["rows_deleted"]["pii_findings"] == len(raw)
+    assert {"samples", "pii_findings"} <= set(stats["vacuumed"])
     assert _files_holding(root, needles) == {}
-    tables = Tables(spark, cfg)
     assert tables.read("runs").where(F.col("run_id") == RUN).count() == 0
     assert tables.read("run_steps").where(F.col("run_id") == RUN).count() == 0
+    kept = {t: tables.read(t).where(F.col("run_id") == "keep").count() for t in ("samples", "run_metrics")}
+    assert kept == {"samples": 1, "run_metrics": run_rows["run_metrics"]}  # another run's rows stay
+    assert _files_holding(root, [keep_text])
+    assert main(["purge", "--config", str(path), "--run-id", RUN]) == 0
+    assert json.loads(capsys.readouterr().out)["rows_deleted_total"] == 0  # purging again is a no-op
 
 
 def cli(argv: list[str]) -> int:

@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from conftest import make_config, words
+from conftest import build_word_tokenizer, make_config, words
 from extraction_audit.hashing import HashConfig, bucket_of, hash_window_reference
 from extraction_audit.index import build_index, resolve_meta
 from extraction_audit.match import (is_prompt_copy, low_entropy_reason, passage_id_of, run_match,
@@ -196,10 +196,12 @@ def _random_docs() -> dict[str, list[int]]:
 BOILER = [50, 51, 52, 53, 54, 55]
 
 
+FREQUENT_BOILER = [50, 51, 52, 53, 54, 55, 56, 57]
+
+
 def _frequent_docs() -> dict[str, list[int]]:
     rng = np.random.default_rng(5)
-    boiler = [50, 51, 52, 53, 54, 55, 56, 57]
-    return {f"d{i:02d}": rng.integers(0, 40, size=6).tolist() + boiler + rng.integers(0, 40, size=6).tolist()
+    return {f"d{i:02d}": rng.integers(0, 40, size=6).tolist() + FREQUENT_BOILER + rng.integers(0, 40, size=6).tolist()
             for i in range(12)}
 
 
@@ -233,8 +235,6 @@ class SharedCorpus:
     match-time ``index.max_postings``."""
 
     def __init__(self, spark, root: Path):
-        from conftest import build_word_tokenizer
-
         self.spark = spark
         tokenizer = str(build_word_tokenizer(root / "tokenizer", vocab=64 * len(SHARED_CORPORA)))
         self.alphabets = {name: Alphabet(name, slot) for slot, name in enumerate(SHARED_CORPORA)}
@@ -479,7 +479,7 @@ def test_frequent_anchors_lose_no_match(spark, shared):
     copy with different text around it: windows that run from the boilerplate into one
     document's own text are found in the second pass, with exact counts."""
     g, local, docs = shared.alphabets["frequent"], _frequent_docs(), shared.docs["frequent"]
-    boiler = [50, 51, 52, 53, 54, 55, 56, 57]
+    boiler = FREQUENT_BOILER
     samples = g.seqs({
         0: [63] + boiler + local["d09"][14:20] + [63],          # boilerplate into d09's own text
         1: [63] + local["d11"][:6] + boiler[:5] + [62],          # d11's own text into the boilerplate

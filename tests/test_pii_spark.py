@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from extraction_audit.errors import UserFacingError
-from extraction_audit.pii import build_pii_corpus_index, create_redacted_views, purge_run, run_pii
+from extraction_audit.pii import build_pii_corpus_index, create_redacted_views, run_pii
 from extraction_audit.pii.detectors import DetectionSettings
 from extraction_audit.pii.keys import value_key
 from extraction_audit.runner import Runner

@@ -138,7 +138,7 @@ def demo_assets(tmp_path_factory):
 _MODULE_SECONDS = {"test_runner_production": 947, "test_match": 526, "test_audit_faults": 504, "test_demo": 349,
                    "test_index": 319, "test_pii_spark": 197, "test_runner_units": 187, "test_generate_import": 136,
                    "test_generate_job": 119, "test_report_build": 98, "test_synthetic": 95,
-                   "test_rank_candidates": 77, "test_generate_resume": 70, "test_pii_corpus_counts": 67,
+                   "test_rank_candidates": 77, "test_pii_corpus_counts": 67,
                    "test_report_notebooks": 59, "test_rank_review": 35, "test_rank_calibration": 25,
                    "test_pii_demo": 18}
 

@@ -4,6 +4,7 @@ giving one clear error."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -44,8 +45,13 @@ def audit_setup(spark, demo_assets, tmp_path_factory):
         "model": {"path": str(demo_assets.model_dir), "family": "tiny"},
         "corpus": {"id": "demo", "format": "jsonl", "path": str(demo_assets.corpus_dir)},
         "index": {"n": 20, "bucket_bits": 2},
+        # A decaying temperature and public-text prompts: resuming must reproduce both exactly.
         "generation": {"budget_tokens": 800, "batch_size": 8, "samples_per_task": 8, "chunk_samples": 8,
-                       "seed": 7, "sampling": {"max_new_tokens": 48, "temperature": 1.0, "top_k": 40}},
+                       "seed": 7, "sampling": {"max_new_tokens": 48, "temperature": 1.0, "top_k": 40,
+                                               "temperature_start": 10.0, "temperature_decay_tokens": 20},
+                       "prompts": [{"strategy": "empty", "share": 0.5},
+                                   {"strategy": "public_prefix", "share": 0.5,
+                                    "source": str(demo_assets.prompts_path)}]},
         "steps": ["index", "generate", "match"],
     }
     path = root / "audit.yaml"
@@ -108,19 +114,27 @@ def test_killed_mid_generation_and_mid_match_then_rerun_on_separate_executors_eq
     generation chunk; the second resumes generation locally and is killed mid-match; the
     third, on separate executors again, finishes the match.  The findings equal the
     uninterrupted in-process reference, so generation and matching give the same rows on
-    separate executors as locally, and a killed step resumes to the same rows."""
+    separate executors as locally, and a killed step resumes to the same rows: the samples
+    committed before the kill are kept as they were, and the resumed step generates only
+    the rest (its statistics count the samples already there)."""
     path, cfg = audit_setup
     warehouse = Path(cfg.storage.warehouse)
     run_id = "killed"
-    chunk_dir = warehouse / "samples" / f"run_id={run_id}"
+    # Killed once a chunk's commit is in the samples table's log (its data files come first).
+    log = warehouse / "samples" / "_delta_log"
     kill_when(cli(path, "--run-id", run_id, *CLUSTER),
-              lambda: chunk_dir.exists() and any(chunk_dir.glob("*.parquet")))
-    assert status(spark, cfg, run_id) == "running:generate"
+              lambda: any(f"run_id={run_id}/" in p.read_text(errors="replace") for p in log.glob("*.json")))
+    assert status(spark, cfg, run_id) == "running:generate"  # the kill left no chance to finish or fail
+    samples = Tables(spark, cfg).read("samples").where(F.col("run_id") == run_id).select(COMPARE["samples"])
+    committed = spark.createDataFrame(samples.collect(), samples.schema)
+    assert 0 < committed.count() < run_rows(spark, cfg, "samples", "reference").count()
 
     staging = warehouse / "_staging" / run_id / "match"
     kill_when(cli(path, "--run-id", run_id), lambda: staging.exists())
     assert status(spark, cfg, run_id) == "running:match"
     assert "generate" in Tables(spark, cfg).read("runs").where(F.col("run_id") == run_id).collect()[0].steps_done
+    generate = Tables(spark, cfg).read("run_steps").where((F.col("run_id") == run_id) & (F.col("step") == "generate"))
+    assert json.loads(generate.first().stats)["samples_already_present"] == committed.count()
 
     done = subprocess.run(cli(path, "--run-id", run_id, *CLUSTER), capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -128,6 +142,9 @@ def test_killed_mid_generation_and_mid_match_then_rerun_on_separate_executors_eq
     samples = Tables(spark, cfg).read("samples").where(F.col("run_id") == run_id)
     assert samples.count() == samples.select("sample_id").distinct().count()
     assert_same_findings(spark, cfg, run_id)
+    # Samples committed before the kill were kept as they were.
+    assertDataFrameEqual(samples.join(committed.select("sample_id"), "sample_id", "left_semi")
+                         .select(COMPARE["samples"]), committed)
 
 
 def test_concurrent_runs_both_land(spark, audit_setup):

@@ -125,8 +125,8 @@ def test_killed_mid_generation_and_mid_match_then_rerun_on_separate_executors_eq
     kill_when(cli(path, "--run-id", run_id, *CLUSTER),
               lambda: any(f"run_id={run_id}/" in p.read_text(errors="replace") for p in log.glob("*.json")))
     assert status(spark, cfg, run_id) == "running:generate"  # the kill left no chance to finish or fail
-    samples = Tables(spark, cfg).read("samples").where(F.col("run_id") == run_id).select(COMPARE["samples"])
-    committed = spark.createDataFrame(samples.collect(), samples.schema)
+    snapshot = run_rows(spark, cfg, "samples", run_id)
+    committed = spark.createDataFrame(snapshot.collect(), snapshot.schema)
     assert 0 < committed.count() < run_rows(spark, cfg, "samples", "reference").count()
 
     staging = warehouse / "_staging" / run_id / "match"
@@ -143,8 +143,8 @@ def test_killed_mid_generation_and_mid_match_then_rerun_on_separate_executors_eq
     assert samples.count() == samples.select("sample_id").distinct().count()
     assert_same_findings(spark, cfg, run_id)
     # Samples committed before the kill were kept as they were.
-    assertDataFrameEqual(samples.join(committed.select("sample_id"), "sample_id", "left_semi")
-                         .select(COMPARE["samples"]), committed)
+    assertDataFrameEqual(run_rows(spark, cfg, "samples", run_id).join(committed.select("sample_id"), "sample_id",
+                                                                     "left_semi"), committed)
 
 
 def test_concurrent_runs_both_land(spark, audit_setup):

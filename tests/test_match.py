@@ -135,7 +135,10 @@ def findings(spark, cfg, run_id):
 
 
 def assert_matches_oracle(spark, cfg, run_id, samples, docs):
-    occ, passages = findings(spark, cfg, run_id)
+    return assert_findings_equal_oracle(*findings(spark, cfg, run_id), samples, docs)
+
+
+def assert_findings_equal_oracle(occ, passages, samples, docs):
     exp_occ, exp_passages = oracle(samples, docs, N)
     assert occ == exp_occ
     assert set(passages) == set(exp_passages)
@@ -231,8 +234,9 @@ SHARED_CORPORA = {
 
 class SharedCorpus:
     """One index (corpus ``c``, n = 4) holding every consolidated test's documents: the index
-    is built once for the module, and each test matches its own runs against it, with its own
-    match-time ``index.max_postings``."""
+    is built once for the module.  Tests that write (reruns, new samples, run metrics) match
+    runs of their own, with their own match-time ``index.max_postings``; tests that only read
+    findings share a run per ``max_postings`` (``SharedRun``)."""
 
     def __init__(self, spark, root: Path):
         self.spark = spark
@@ -253,12 +257,61 @@ def shared(spark, tmp_path_factory) -> SharedCorpus:
     return SharedCorpus(spark, tmp_path_factory.mktemp("shared-corpus"))
 
 
+class SharedRun:
+    """Tests that only read a matched run share one: each test's samples (in its own
+    alphabet) get sample ids of their own in one run, matched once.  A test's slice is its
+    samples' occurrences and the passages made of its alphabet's tokens; no passage can mix
+    two alphabets, so each slice equals what a run of that test's samples alone would hold."""
+
+    def __init__(self, spark, shared: SharedCorpus, run_id: str, max_postings: int, parts: dict, metrics: bool):
+        self.spark, self.shared, self.run_id = spark, shared, run_id
+        self.cfg = shared.config(max_postings=max_postings)
+        self.samples = {name: {1000 * i + sid: toks for sid, toks in samples.items()}
+                        for i, (name, samples) in enumerate(parts.items())}
+        everything = {sid: toks for samples in self.samples.values() for sid, toks in samples.items()}
+        put_samples(spark, self.cfg, run_id, everything)
+        self.stats = match_and_measure(spark, self.cfg, run_id, metrics=metrics)
+        self.all_samples = everything
+
+    def findings(self, name: str):
+        """(occurrences, passages) of one test's slice of the run."""
+        occ, passages = findings(self.spark, self.cfg, self.run_id)
+        base = self.shared.alphabets[name].base
+        return ({o for o in occ if o[0] in self.samples[name]},
+                {pid: p for pid, p in passages.items() if all(base <= t < base + 64 for t in p.token_ids)})
+
+    def assert_matches_oracle(self, name: str):
+        return assert_findings_equal_oracle(*self.findings(name), self.samples[name], self.shared.docs[name])
+
+
+def _exact_parts(shared: SharedCorpus) -> dict:
+    """The samples of the tests that share the run matched with max_postings 100 (the default)."""
+    a = shared.alphabets
+    return {"edge": a["edge"].seqs(_edge_samples()), "random": a["random"].seqs(_random_samples()),
+            "hundred": a["hundred"].seqs({0: [63] + COMMON + [62], 1: [63] + WIDER + [62]})}
+
+
+@pytest.fixture(scope="module")
+def exact_run(spark, shared) -> SharedRun:
+    """Edge cases, random corpora and the 100-document default, matched as one run (with
+    the metrics step over all of them, the empty sample included)."""
+    return SharedRun(spark, shared, "exact", 100, _exact_parts(shared), metrics=True)
+
+
+@pytest.fixture(scope="module")
+def frequent_run(spark, shared) -> SharedRun:
+    """Passages and anchors in more documents than ``index.max_postings`` (3): the
+    document-count bounds test and the frequent-anchor test, matched as one run."""
+    bounds, frequent = shared.alphabets["bounds"], shared.alphabets["frequent"]
+    return SharedRun(spark, shared, "frequent", 3, {"bounds": bounds.seqs({0: [61] + BOILER + [62]}),
+                                                     "frequent": frequent.seqs(_frequent_samples())},
+                     metrics=False)
+
+
 # ----------------------------------------------------------------------------- tests
-def test_edge_cases_equal_the_oracle(spark, shared):
-    g = shared.alphabets["edge"]
-    docs = shared.docs["edge"]
+def _edge_samples() -> dict[int, list[int]]:
     long_passage = _edge_docs()["e"]
-    samples = g.seqs({
+    return {
         0: [1, 2, 3, 4, 63, 63, 63, 63, 6, 7, 8, 9],        # match at very start and very end
         1: [30, 31, 32, 33],                                 # exactly n tokens
         2: [30, 31, 32],                                     # n-1 tokens: no match
@@ -268,21 +321,38 @@ def test_edge_cases_equal_the_oracle(spark, shared):
         6: [62] + long_passage[:50] + [60],
         7: [40, 41, 42, 43, 44, 45, 46, 47],                 # windows from f but never contiguous in f
         8: [],                                               # empty sample
-    })
-    cfg = shared.config()
-    put_samples(spark, cfg, "r1", samples)
-    stats = match_and_measure(spark, cfg, "r1")
-    occ, passages = assert_matches_oracle(spark, cfg, "r1", samples, docs)
-    assert (0, 0, 4, passage_id_of(g([1, 2, 3, 4]))) in occ
-    assert (0, 8, 12, passage_id_of(g([6, 7, 8, 9]))) in occ
+    }
+
+
+def _random_samples() -> dict[int, list[int]]:
+    local = _random_docs()
+    rng = np.random.default_rng(7)
+    samples = {}
+    for sid in range(30):
+        src = local[f"d{rng.integers(0, 25):02d}"]
+        a = int(rng.integers(0, max(1, len(src) - 2)))
+        samples[sid] = rng.integers(0, 12, size=5).tolist() + src[a:a + int(rng.integers(0, 20))] + \
+            rng.integers(0, 12, size=int(rng.integers(0, 6))).tolist()
+    return samples
+
+
+def test_edge_cases_equal_the_oracle(spark, shared, exact_run):
+    g = shared.alphabets["edge"]
+    long_passage = _edge_docs()["e"]
+    occ, passages = exact_run.assert_matches_oracle("edge")
+    first = min(exact_run.samples["edge"])
+    assert (first, 0, 4, passage_id_of(g([1, 2, 3, 4]))) in occ
+    assert (first, 8, 12, passage_id_of(g([6, 7, 8, 9]))) in occ
     stitched = passages[passage_id_of(g([2, 3, 4, 5, 6, 7, 8, 20, 21, 22]))]
     assert stitched.doc_count == 0 and stitched.is_stitched
     assert passages[passage_id_of(g([30, 31, 32, 33]))].doc_count == 2
     assert passages[passage_id_of(g(long_passage[:50]))].n_samples == 2
-    assert stats["samples"] == len(samples)
+    stats, cfg = exact_run.stats, exact_run.cfg
+    assert stats["samples"] == len(exact_run.all_samples)
     # Matching reads the index buckets of the samples' anchors, every row of them.
     meta = resolve_meta(cfg, None)
-    windows = sample_windows_frame(np.arange(len(samples)), list(samples.values()), meta.hash_config,
+    samples = exact_run.all_samples
+    windows = sample_windows_frame(np.array(list(samples)), list(samples.values()), meta.hash_config,
                                    meta.bucket_bits, meta.anchor_config, meta.bucket_scheme)
     anchors = Tables(spark, cfg).read("corpus_anchors")
     assert stats["index_rows_read"] == anchors.where(F.col("bucket").isin(
@@ -303,20 +373,8 @@ def test_edge_cases_equal_the_oracle(spark, shared):
     assert one["passages"] == 1
 
 
-def test_random_corpora_equal_the_oracle(spark, shared):
-    g, local = shared.alphabets["random"], _random_docs()
-    rng = np.random.default_rng(7)
-    samples = {}
-    for sid in range(30):
-        src = local[f"d{rng.integers(0, 25):02d}"]
-        a = int(rng.integers(0, max(1, len(src) - 2)))
-        samples[sid] = rng.integers(0, 12, size=5).tolist() + src[a:a + int(rng.integers(0, 20))] + \
-            rng.integers(0, 12, size=int(rng.integers(0, 6))).tolist()
-    samples = g.seqs(samples)
-    cfg = shared.config(max_postings=64)
-    put_samples(spark, cfg, "rr", samples)
-    match_and_measure(spark, cfg, "rr")
-    assert_matches_oracle(spark, cfg, "rr", samples, shared.docs["random"])
+def test_random_corpora_equal_the_oracle(exact_run):
+    exact_run.assert_matches_oracle("random")
 
 
 def test_an_index_of_the_earlier_layout_still_matches_exactly(spark, tmp_path, word_tokenizer, monkeypatch):
@@ -366,12 +424,9 @@ def test_forced_hash_collisions_are_removed_by_verification(spark, tmp_path, wor
     assert_matches_oracle(spark, cfg, "hc", samples, docs)
 
 
-def test_doc_count_bounds_for_frequent_passages(spark, shared):
+def test_doc_count_bounds_for_frequent_passages(shared, frequent_run):
     g = shared.alphabets["bounds"]
-    cfg = shared.config(max_postings=3)
-    put_samples(spark, cfg, "fq", {0: g([61] + BOILER + [62])})
-    match_and_measure(spark, cfg, "fq", metrics=False)
-    _, passages = findings(spark, cfg, "fq")
+    _, passages = frequent_run.findings("bounds")
     (p,) = passages.values()
     assert not p.doc_count_is_exact
     assert p.doc_count == 3 and p.doc_count_upper_bound == 12
@@ -474,24 +529,24 @@ def test_kernels():
     assert low_entropy_reason(np.arange(50), "The quick brown fox jumps over the lazy dog near the bank.", mc) is None
 
 
-def test_frequent_anchors_lose_no_match(spark, shared):
-    """Boilerplate in more documents than the first pass verifies (K + 1 = 4 of 12), each
-    copy with different text around it: windows that run from the boilerplate into one
-    document's own text are found in the second pass, with exact counts."""
-    g, local, docs = shared.alphabets["frequent"], _frequent_docs(), shared.docs["frequent"]
-    boiler = FREQUENT_BOILER
-    samples = g.seqs({
+def _frequent_samples() -> dict[int, list[int]]:
+    local, boiler = _frequent_docs(), FREQUENT_BOILER
+    return {
         0: [63] + boiler + local["d09"][14:20] + [63],          # boilerplate into d09's own text
         1: [63] + local["d11"][:6] + boiler[:5] + [62],          # d11's own text into the boilerplate
         2: [63] + boiler + [62],                                 # the boilerplate alone
         3: [63] + local["d00"][14:20] + [61],                    # no boilerplate at all
-    })
-    cfg = shared.config(max_postings=3)
-    put_samples(spark, cfg, "hot", samples)
-    stats = match_and_measure(spark, cfg, "hot", metrics=False)
-    assert stats["second_pass_windows"] > 0, stats
-    occ, passages = findings(spark, cfg, "hot")
-    exp_occ, exp_passages = oracle(samples, docs, N)
+    }
+
+
+def test_frequent_anchors_lose_no_match(shared, frequent_run):
+    """Boilerplate in more documents than the first pass verifies (K + 1 = 4 of 12), each
+    copy with different text around it: windows that run from the boilerplate into one
+    document's own text are found in the second pass, with exact counts."""
+    g, docs = shared.alphabets["frequent"], shared.docs["frequent"]
+    assert frequent_run.stats["second_pass_windows"] > 0, frequent_run.stats
+    occ, passages = frequent_run.findings("frequent")
+    exp_occ, exp_passages = oracle(frequent_run.samples["frequent"], docs, N)
     assert occ == exp_occ
     assert set(passages) == set(exp_passages)
     for pid, exp in exp_passages.items():
@@ -500,7 +555,7 @@ def test_frequent_anchors_lose_no_match(spark, shared):
         if exp["doc_count"] < 12:  # reaches into one document's own text: found and counted exactly
             assert got.doc_count_is_exact and got.doc_count == exp["doc_count"]
             assert list(got.example_doc_ids) == exp["example_doc_ids"]
-    boiler_only = passages[passage_id_of(g(boiler))]
+    boiler_only = passages[passage_id_of(g(FREQUENT_BOILER))]
     assert boiler_only.doc_count_upper_bound == 12 and not boiler_only.is_stitched
 
 
@@ -525,16 +580,12 @@ def test_stored_anchors_equal_the_definition_and_doc_numbers_are_dense(spark, tm
     assert stored == expected
 
 
-def test_default_counts_are_exact_up_to_one_hundred_documents(spark, shared, tmp_path):
+def test_default_counts_are_exact_up_to_one_hundred_documents(shared, exact_run, tmp_path):
     """The default index.max_postings (100): a passage in 100 documents gets its exact count,
     one in 101 an exact lower bound (100) and its upper bound."""
     g = shared.alphabets["hundred"]
-    default = make_config(tmp_path).index.max_postings
-    assert default == 100
-    cfg = shared.config(max_postings=default)
-    put_samples(spark, cfg, "hundred", {0: g([63] + COMMON + [62]), 1: g([63] + WIDER + [62])})
-    match_and_measure(spark, cfg, "hundred", metrics=False)
-    _, passages = findings(spark, cfg, "hundred")
+    assert make_config(tmp_path).index.max_postings == exact_run.cfg.index.max_postings == 100
+    _, passages = exact_run.findings("hundred")
     in_100, in_101 = passages[passage_id_of(g(COMMON))], passages[passage_id_of(g(WIDER))]
     assert (in_100.doc_count, in_100.doc_count_is_exact) == (100, True)
     assert (in_101.doc_count, in_101.doc_count_is_exact, in_101.doc_count_upper_bound) == (100, False, 101)

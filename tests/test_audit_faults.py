@@ -198,6 +198,7 @@ def test_bad_input_gives_one_clear_error_and_never_a_complete_run(spark, audit_s
     code = main(["audit", "--config", str(path), "--run-id", "nomodel", "--set", f"model.path={tmp_path}/missing"])
     err = capsys.readouterr().err
     assert code == 2 and "model" in err and "does not exist" in err and "Traceback" not in err
+    assert status(spark, cfg, "nomodel") is None  # refused before the run row was written
 
     # A run whose tokenizer differs from the index's: refused before any finding is written.
     tables = Tables(spark, cfg)

@@ -110,23 +110,25 @@ def test_bad_records_are_counted_by_reason(spark, icfg, tmp_path, tok):
                                 "token_id_out_of_range": 1}
 
 
-def test_import_errors_are_user_facing(spark, icfg, tmp_path, demo_assets):
+def test_import_errors_are_user_facing(spark, icfg, tmp_path):
     with pytest.raises(UserFacingError, match="does not exist"):
-        import_run(spark, icfg, "x", str(tmp_path / "missing.jsonl"))
+        import_run(spark, icfg, "typo", str(tmp_path / "missing.jsonl"))
+    with pytest.raises(UserFacingError, match="--format"):
+        import_run(spark, icfg, "typo", str(tmp_path / "file.csv"))
+    # A missing file or an unknown format is refused before anything is written.
+    tables = Tables(spark, icfg)
+    assert tables.read("runs").where(F.col("run_id") == "typo").isEmpty()
+    assert tables.read("run_steps").where(F.col("run_id") == "typo").isEmpty()
     bad_cols = _write_jsonl(tmp_path / "cols.jsonl", [{"body": "text"}])
     with pytest.raises(UserFacingError, match="'text' or a 'token_ids' column"):
         import_run(spark, icfg, "x", bad_cols)
-    with pytest.raises(UserFacingError, match="--format"):
-        import_run(spark, icfg, "x", str(tmp_path / "file.csv"))
-    # A run holding generated samples is not mixed with imported ones.
-    gen = make_config(tmp_path, model={"path": str(demo_assets.model_dir), "tokenizer": str(demo_assets.tokenizer_dir),
-                                       "device": "cpu"},
-                      generation={"budget_tokens": 10, "chunk_samples": 2,
-                                  "sampling": {"max_new_tokens": 8}})
-    Runner(spark, gen).run_step("generated", "generate")
+    # A run holding generated samples (any prompt strategy but "imported"; generation's own
+    # rows are tested in test_generate_job) is not mixed with imported ones.
     ok = _write_jsonl(tmp_path / "ok.jsonl", [{"text": "fine"}])
+    import_run(spark, icfg, "generated", ok)
+    Tables(spark, icfg).update("samples", F.col("run_id") == "generated", {"prompt_strategy": F.lit("empty")})
     with pytest.raises(UserFacingError, match="separate run"):
-        import_run(spark, gen, "generated", ok)
+        import_run(spark, icfg, "generated", ok)
 
 
 def test_import_samples_cli(spark, icfg, tmp_path, capsys):

@@ -1,7 +1,8 @@
 """The one runner: the only writer of run state, used by ``audit``, by every single-stage
 subcommand, and so by the bundle tasks and spark-submit entry points.
 
-For each step it validates the run id, creates or checks the run row, records the
+It validates the run id and lets each step check the user's input (``Stage.check``) before
+it writes anything.  For each step it creates or checks the run row, records the
 attempt in ``run_steps`` (keyed MERGE), gives the stage a fresh scratch folder, counts the
 Spark jobs the stage ran, records its statistics (in the same MERGE as the next step's start
 when one follows in the process), deletes the scratch folder, marks steps
@@ -85,6 +86,12 @@ class Runner:
         stages = [get_stage(s) for s in steps]
         record = RunRecord(self.tables, run_id)
         run = record.get()
+        # What the user passed is checked before anything is written (a missing input or
+        # model folder leaves no run row); a step already done, which an audit skips, is not.
+        state = record.steps() if run is not None else {}
+        for stage in stages:
+            if stage.check and not (skip_done and state.get(stage.name, {}).get("status") == "done"):
+                stage.check(self.cfg, options)
         if run is None:
             if not any(s.creates_run for s in stages):
                 raise UserFacingError(f"run {run_id!r} does not exist; generate or import samples first")
@@ -102,7 +109,8 @@ class Runner:
         if options.get("control_run_id") and run.get("control_run_id") != options["control_run_id"]:
             record.update(control_run_id=options["control_run_id"])
             run = record.get()
-        state = record.steps()
+        if not state:  # a new run (or one without steps): read after its row was created
+            state = record.steps()
         results: dict[str, dict] = {}
         # Columns a finished step defines (generated tokens) and its status change are
         # written with the next step's start, one ``runs`` write per step; the last ones

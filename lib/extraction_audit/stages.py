@@ -3,8 +3,11 @@
 A stage declares its name, the tables it reads and writes and the steps it depends on, and
 computes: ``run(ctx) -> stats``.  No stage writes run state (``runs``, ``run_steps``):
 the runner (``runner.py``) does, whichever path started the step (``audit``, a single
-subcommand, a bundle task, spark-submit).  ``begin(ctx)`` checks a run before anything is
-computed and returns the ``runs`` columns the step defines (model, budget, tokenizer);
+subcommand, a bundle task, spark-submit).  ``check(cfg, options)`` checks what the user
+passed that needs no table (an input path, the model's folder, the budget) before the runner
+writes anything: a typo gives one clear error and leaves no run row behind.  ``begin(ctx)``
+checks a run before anything is computed and returns the ``runs`` columns the step defines
+(model, budget, tokenizer);
 ``finish(stats)`` returns the columns its result defines (generated tokens).
 
 Derived stages (``metrics``, ``calibrate``) are planned whenever their inputs are, and the
@@ -52,6 +55,7 @@ class Stage:
     depends_on: tuple[str, ...] = ()
     derived: bool = False
     creates_run: bool = False
+    check: Callable[[AuditConfig, dict], None] | None = None
     begin: Callable[[StageContext], dict] | None = None
     finish: Callable[[dict], dict] | None = None
     # Whether a finished attempt changed the step's output (False: dependents stay valid).
@@ -123,15 +127,24 @@ def _tokenizer_fingerprint(cfg: AuditConfig) -> str:
     return tokenizer_fingerprint(load_tokenizer(path), cfg.model.tokenizer or cfg.model.path)
 
 
+def _budget(cfg: AuditConfig, options: dict) -> int:
+    return int(options.get("budget_tokens") or cfg.generation.budget_tokens)
+
+
+def _check_generate(cfg: AuditConfig, options: dict) -> None:
+    from .tokenizer import check_model_location
+
+    check_model_location(cfg.resolve(cfg.model.path), "model.path")
+    if _budget(cfg, options) < 1:
+        raise UserFacingError("--budget-tokens must be at least 1")
+
+
 def _begin_generate(ctx: StageContext) -> dict:
     from .generate.job import check_defining_settings
     from .runs import run_row_fields
-    from .tokenizer import check_model_location
 
-    check_model_location(ctx.cfg.resolve(ctx.cfg.model.path), "model.path")
-    budget = int(ctx.option("budget_tokens") or ctx.cfg.generation.budget_tokens)
-    if budget < 1:
-        raise UserFacingError("--budget-tokens must be at least 1")
+    _check_generate(ctx.cfg, ctx.options)
+    budget = _budget(ctx.cfg, ctx.options)
     check_defining_settings(ctx.tables, ctx.run_id, ctx.run, ctx.cfg)
     return {**run_row_fields(ctx.cfg), "budget_tokens": budget, "tokenizer": _tokenizer_fingerprint(ctx.cfg)}
 
@@ -141,6 +154,14 @@ def _generate(ctx: StageContext) -> dict:
 
     return run_generation(ctx.spark, ctx.cfg, ctx.run_id, budget_tokens=ctx.run.get("budget_tokens"),
                           tables=ctx.tables, scratch=ctx.scratch)
+
+
+def _check_import(cfg: AuditConfig, options: dict) -> None:
+    from .generate.external_samples import check_input
+
+    if not options.get("input"):
+        raise UserFacingError("import_samples needs --input")
+    check_input(cfg, options["input"], options.get("format"))
 
 
 def _begin_import(ctx: StageContext) -> dict:
@@ -229,11 +250,11 @@ register(Stage("index", _index, reads=("corpus source",),
                        "corpus_index_builds"),
                creates_run=True, changed=lambda s: bool(s.get("documents_added", 1))))
 register(Stage("generate", _generate, reads=("samples", "prompt sources"), writes=("samples",),
-               depends_on=(), creates_run=True, begin=_begin_generate,
+               depends_on=(), creates_run=True, check=_check_generate, begin=_begin_generate,
                finish=lambda s: {"generated_tokens": s["generated_tokens"], "budget_tokens": s["budget_tokens"]},
                changed=lambda s: bool(s.get("samples_added", 1))))
 register(Stage("import_samples", _import, reads=("external samples file",), writes=("samples",),
-               creates_run=True, begin=_begin_import,
+               creates_run=True, check=_check_import, begin=_begin_import,
                finish=lambda s: {"generated_tokens": s["run_tokens"], "budget_tokens": s["run_tokens"]},
                changed=lambda s: bool(s.get("samples_imported", 1))))
 register(Stage("match", _match, reads=("samples", "corpus_anchors", "corpus_doc_numbers", "corpus_documents"),

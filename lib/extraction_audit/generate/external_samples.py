@@ -53,9 +53,7 @@ def import_samples(spark, cfg: AuditConfig, run_id: str, path: str, fmt: str | N
     """Import external samples into ``run_id``; returns counts (the runner records them)."""
     started = time.monotonic()
     tables = tables or Tables(spark, cfg)
-    resolved = cfg.resolve(path)
-    fmt = fmt or infer_format(resolved)
-    _check_input(resolved, fmt)
+    resolved, fmt = check_input(cfg, path, fmt)
     tokenizer_path = cfg.resolve(cfg.model.tokenizer_path)
     load_tokenizer(tokenizer_path)  # a missing tokenizer fails here, not inside a task
     stats = _import(spark, tables, run_id, resolved, fmt, tokenizer_path)
@@ -112,11 +110,15 @@ def check_import_run(tables: Tables, run_id: str) -> None:
             f"run {run_id!r} already holds generated samples; import external samples into a separate run")
 
 
-def _check_input(path: str, fmt: str) -> None:
+def check_input(cfg: AuditConfig, path: str, fmt: str | None = None) -> tuple[str, str]:
+    """The input's resolved path and format, or one clear error (no table is read)."""
+    resolved = cfg.resolve(path)
+    fmt = fmt or infer_format(resolved)
     if fmt not in ("jsonl", "parquet"):
         raise UserFacingError(f"--format must be jsonl or parquet, got {fmt!r}")
-    if "://" not in path and not path.startswith("dbfs:") and not Path(path).exists():
-        raise UserFacingError(f"--input {path!r} does not exist")
+    if "://" not in resolved and not resolved.startswith("dbfs:") and not Path(resolved).exists():
+        raise UserFacingError(f"--input {resolved!r} does not exist")
+    return resolved, fmt
 
 
 def _read(spark, path: str, fmt: str):

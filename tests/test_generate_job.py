@@ -174,6 +174,19 @@ def test_rerun_with_other_sampling_settings_is_refused(spark, demo_assets, tmp_p
         generate(spark, changed, "s")
 
 
+def test_bad_budget_or_model_folder_is_refused_before_anything_is_written(spark, demo_assets, tmp_path):
+    cfg = _config(tmp_path, demo_assets, budget=30)
+    for budget in (0, -5):
+        with pytest.raises(UserFacingError, match="at least 1"):
+            generate(spark, cfg, "bad-budget", budget_tokens=budget)
+    missing = cfg.model_copy(update={"model": cfg.model.model_copy(update={"path": str(tmp_path / "nowhere")})})
+    with pytest.raises(UserFacingError, match="does not exist"):
+        generate(spark, missing, "bad-budget")
+    tables = Tables(spark, cfg)
+    assert tables.read("runs").where(F.col("run_id") == "bad-budget").isEmpty()
+    assert tables.read("run_steps").where(F.col("run_id") == "bad-budget").isEmpty()
+
+
 def test_context_overflow_is_a_clear_error(spark, demo_assets, tmp_path):
     cfg = _config(tmp_path, demo_assets, budget=30, max_new_tokens=100_000)
     with pytest.raises(UserFacingError, match="context"):

@@ -128,7 +128,9 @@ def _tokenizer_fingerprint(cfg: AuditConfig) -> str:
 
 
 def _budget(cfg: AuditConfig, options: dict) -> int:
-    return int(options.get("budget_tokens") or cfg.generation.budget_tokens)
+    """``--budget-tokens`` when given (0 included: refused, never replaced by the config's)."""
+    given = options.get("budget_tokens")
+    return int(cfg.generation.budget_tokens if given is None else given)
 
 
 def _check_generate(cfg: AuditConfig, options: dict) -> None:
@@ -143,10 +145,9 @@ def _begin_generate(ctx: StageContext) -> dict:
     from .generate.job import check_defining_settings
     from .runs import run_row_fields
 
-    _check_generate(ctx.cfg, ctx.options)
-    budget = _budget(ctx.cfg, ctx.options)
     check_defining_settings(ctx.tables, ctx.run_id, ctx.run, ctx.cfg)
-    return {**run_row_fields(ctx.cfg), "budget_tokens": budget, "tokenizer": _tokenizer_fingerprint(ctx.cfg)}
+    return {**run_row_fields(ctx.cfg), "budget_tokens": _budget(ctx.cfg, ctx.options),
+            "tokenizer": _tokenizer_fingerprint(ctx.cfg)}
 
 
 def _generate(ctx: StageContext) -> dict:

@@ -176,8 +176,6 @@ def _begin_import(ctx: StageContext) -> dict:
 def _import(ctx: StageContext) -> dict:
     from .generate import import_samples
 
-    if not ctx.option("input"):
-        raise UserFacingError("import_samples needs --input")
     return import_samples(ctx.spark, ctx.cfg, ctx.run_id, ctx.option("input"), fmt=ctx.option("format"),
                           tables=ctx.tables)
 

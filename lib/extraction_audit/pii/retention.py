@@ -117,10 +117,9 @@ def purge_run(spark, cfg: AuditConfig, run_id: str, vacuum: bool = True, tables:
     first = [name for name in names if name != "runs"]
     with ThreadPoolExecutor(max_workers=_PURGE_THREADS, thread_name_prefix="purge") as pool:
         deleted = dict(zip(first, pool.map(lambda name: _delete_rows(spark, tables, name, run_id), first)))
-        for name in names:
-            if name not in deleted:  # runs, once every other table is done
-                deleted[name] = _delete_rows(spark, tables, name, run_id)
-        stats["rows_deleted"] = {name: deleted[name] for name in names}
+        if "runs" in names:  # once every other table is done
+            deleted["runs"] = _delete_rows(spark, tables, "runs", run_id)
+        stats["rows_deleted"] = deleted
         touched = [name for name in names if deleted[name]]
         if vacuum:
             list(pool.map(lambda name: _vacuum(spark, tables, name, hours), touched))

@@ -31,6 +31,14 @@ def test_demo_audits_target_and_control_and_writes_the_report(spark, demo_assets
     assert runs[summary["run_id"]].status == "complete"
     assert runs[summary["control_run_id"]].status == "complete"
     assert runs[summary["run_id"]].control_run_id == summary["control_run_id"]
+    # The two audits ran side by side, each step the target needs from the control after it.
+    steps = {(r.run_id, r.step): r for r in tables.read("run_steps").collect()}
+    target_id, control_id = summary["run_id"], summary["control_run_id"]
+    control_steps = [r for (run, _), r in steps.items() if run == control_id]
+    assert steps[(target_id, "index")].started_at >= steps[(control_id, "index")].finished_at
+    assert steps[(target_id, "pii")].started_at >= steps[(control_id, "generate")].finished_at
+    assert steps[(target_id, "report")].started_at >= max(r.finished_at for r in control_steps)
+    assert steps[(target_id, "generate")].started_at < max(r.finished_at for r in control_steps)
 
     target = summary["metrics"][summary["run_id"]]
     assert [m["budget_tokens"] for m in target if not m["is_whole_run"]][:5] == [30, 100, 300, 1000, 3000]
@@ -150,3 +158,22 @@ def _check_probes(spark, demo_assets, base, tables, summary, html, monkeypatch):
     after = (tables.read("probes").where(F.col("run_id") == run_id).drop("created_at").toPandas()
              .sort_values(key).reset_index(drop=True))
     pd.testing.assert_frame_equal(before.astype(str), after[before.columns].astype(str))
+
+
+def test_a_failed_control_audit_stops_the_target_with_its_error(spark, demo_assets, tmp_path):
+    """The demo audits the control beside the target: a control that cannot start (its
+    model folder is missing) must surface as the demo's error, and the target must not run
+    a step that needs the control (here: index, the control's corpus build)."""
+    from extraction_audit.demo import audit_side_by_side, demo_config
+    from extraction_audit.errors import UserFacingError
+
+    cfg = demo_config(demo_assets, make_config(tmp_path), 1000)
+    control_cfg = cfg.model_copy(deep=True)
+    control_cfg.model.path = str(tmp_path / "no-such-checkpoint")
+    with pytest.raises(UserFacingError, match="no-such-checkpoint"):
+        audit_side_by_side(spark, control_cfg, cfg, "side-control", "side-target")
+    tables = Tables(spark, cfg)
+    assert tables.read("runs").where(F.col("run_id") == "side-control").count() == 0
+    target = tables.read("runs").where(F.col("run_id") == "side-target").first()
+    assert target is not None and target.status != "complete"
+    assert tables.read("run_steps").where(F.col("run_id") == "side-target").count() == 0

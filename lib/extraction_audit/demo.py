@@ -65,7 +65,6 @@ def demo_pii_key(root: Path) -> str:
 def run_demo(spark=None, demo_dir: str = "./ea-data/demo", budget_tokens: int = 20_000,
              base: AuditConfig | None = None, run_prefix: str = "demo") -> dict:
     """Build assets, audit the control checkpoint and the target model, print a summary."""
-    from .audit import run_audit
     from .runs import new_run_id
     from .spark import get_spark
     from .synthetic import ensure_demo_assets
@@ -80,10 +79,8 @@ def run_demo(spark=None, demo_dir: str = "./ea-data/demo", budget_tokens: int = 
     control_cfg.model.name = "demo-tiny-gpt2-early-checkpoint"
     control_cfg.model.family = "demo-tiny-gpt2-early-checkpoint"
     control_cfg.steps = [s for s in cfg.steps if s in ("index", "generate", "match", "pii", "probe")]
-    control = run_audit(spark, control_cfg, run_id=new_run_id(f"{run_prefix}-control"))
-
-    target = run_audit(spark, cfg, run_id=new_run_id(run_prefix), control_run_id=control["run_id"],
-                       compare_run_ids=(control["run_id"],))
+    control, target = audit_side_by_side(spark, control_cfg, cfg, new_run_id(f"{run_prefix}-control"),
+                                         new_run_id(run_prefix))
     summary = summarise(spark, cfg, target["run_id"], control["run_id"])
     summary["seconds"] = round(time.time() - t0, 1)
     report = target["steps"].get("report") or {}
@@ -99,9 +96,58 @@ def run_demo(spark=None, demo_dir: str = "./ea-data/demo", budget_tokens: int = 
     return summary
 
 
+def audit_side_by_side(spark, control_cfg: AuditConfig, cfg: AuditConfig, control_run_id: str,
+                       run_id: str) -> tuple[dict, dict]:
+    """Audit the control checkpoint on a second driver thread while the target is audited.
+
+    Most of a small audit is per-job driver work and run-state commits, which leave one of
+    two cores idle; two audits side by side fill it.  The target's ``index`` step waits
+    until the control has indexed the corpus (one build, not two racing), its ``pii`` step (which marks
+    values the control also emitted) waits for the control's samples, and its ``report``
+    (which compares the two) for the whole control audit.  A control failure stops the
+    target at its next wait and is raised here."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pyspark import inheritable_thread_target
+
+    from .audit import run_audit
+
+    done = {"index": threading.Event(), "generate": threading.Event()}
+
+    def control_step_done(step: str) -> None:
+        if step in done:
+            done[step].set()
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="demo-control") as pool:
+        control = pool.submit(inheritable_thread_target(spark)(run_audit), spark, control_cfg,
+                              run_id=control_run_id, after_step=control_step_done)
+
+        def wait_for_control(step: str) -> None:
+            while not done[step].wait(0.2):
+                if control.done():
+                    control.result()  # the control's error, if it failed
+                    return
+
+        def before_target_step(step: str) -> None:
+            if step in ("index", "pii"):
+                wait_for_control({"index": "index", "pii": "generate"}[step])
+            elif step == "report":
+                control.result()
+
+        target = run_audit(spark, cfg, run_id=run_id, control_run_id=control_run_id,
+                           compare_run_ids=(control_run_id,), before_step=before_target_step)
+        return control.result(), target
+
+
 def summarise(spark, cfg: AuditConfig, run_id: str, control_run_id: str | None = None) -> dict:
     """The console summary's figures, from the report's named queries (``report/queries.py``),
-    so the console, the report and the model card print the same numbers."""
+    so the console, the report and the model card print the same numbers.  The queries run
+    side by side on a few driver threads (each is a few small Spark jobs)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pyspark import inheritable_thread_target
+
     from .report.bootstrap import z_value
     from .report.queries import run_query, use_tables
     from .tables import Tables
@@ -109,18 +155,26 @@ def summarise(spark, cfg: AuditConfig, run_id: str, control_run_id: str | None =
     use_tables(spark, cfg)
     runs = [r for r in (run_id, control_run_id) if r]
     rare = cfg.match.rare_doc_count
-    growth = run_query(spark, "GROWTH_CURVE", run_ids=runs)
-    headline = run_query(spark, "HEADLINE", run_ids=runs, rare_doc_count=rare)
     top = dict(run_id=run_id, redact=False, limit=5, z=z_value(cfg.report.confidence))
+    queries = {
+        "growth": ("GROWTH_CURVE", dict(run_ids=runs)),
+        "headline": ("HEADLINE", dict(run_ids=runs, rare_doc_count=rare)),
+        "top_rare_passages": ("TOP_RARE_PASSAGES", dict(rare_doc_count=rare, **top)),
+        "stitched_passages": ("STITCHED_PASSAGES", top),
+        "source_documents": ("SOURCE_DOCUMENTS", dict(run_id=run_id, limit=5)),
+        "pii": ("PII_BY_TYPE", dict(run_id=run_id, rare_doc_count=rare)),
+    }
+    query = inheritable_thread_target(spark)(lambda name, params: run_query(spark, name, **params))
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="demo-summary") as pool:
+        started = {key: pool.submit(query, name, params) for key, (name, params) in queries.items()}
+        frames = {key: future.result() for key, future in started.items()}
     records = lambda frame: frame.to_dict(orient="records")  # noqa: E731
+    growth = frames.pop("growth")
     return {
         "run_id": run_id, "control_run_id": control_run_id,
         "metrics": {r: records(growth[growth["run_id"] == r]) for r in runs},
-        "headline": {h["run_id"]: h for h in records(headline)},
-        "top_rare_passages": records(run_query(spark, "TOP_RARE_PASSAGES", rare_doc_count=rare, **top)),
-        "stitched_passages": records(run_query(spark, "STITCHED_PASSAGES", **top)),
-        "source_documents": records(run_query(spark, "SOURCE_DOCUMENTS", run_id=run_id, limit=5)),
-        "pii": records(run_query(spark, "PII_BY_TYPE", run_id=run_id, rare_doc_count=rare)),
+        "headline": {h["run_id"]: h for h in records(frames.pop("headline"))},
+        **{key: records(frame) for key, frame in frames.items()},
         "warehouse": Tables(spark, cfg).warehouse,
     }
 

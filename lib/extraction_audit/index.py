@@ -31,7 +31,6 @@ documents on demand, for the tests' brute-force comparisons and the probe draw.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 import uuid
@@ -322,8 +321,7 @@ def build_index(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
                          .withColumn("build_id", F.lit(build_id))
                          .withColumn("ingested_at", F.lit(started))
                          .withColumn("doc_seq", F.monotonically_increasing_id()))
-            with _labelled_commits(spark, build_id):
-                tables.append("corpus_documents", tokenized, options={"compression": "zstd"})
+            tables.append("corpus_documents", tokenized, options=_labelled(build_id))
     finally:
         classified.unpersist()
 
@@ -402,21 +400,16 @@ def _add_build_anchors(spark, tables: Tables, meta: IndexMeta, build_id: str) ->
     ordered = (rows.repartition(parts, "bucket")
                .sortWithinPartitions("bucket", "anchor_hash", "doc_number", "offset")
                .withColumn("corpus_id", F.lit(meta.corpus_id)))
-    with _labelled_commits(spark, build_id):
-        tables.append("corpus_anchors", ordered, options={"compression": "zstd"})
+    tables.append("corpus_anchors", ordered, options=_labelled(build_id))
     return docs, tokens, _committed_rows(tables, "corpus_anchors", build_id) or 0
 
 
-@contextlib.contextmanager
-def _labelled_commits(spark, build_id: str):
-    """Delta commits made inside carry ``build_id`` as their ``userMetadata``: how a re-run
-    finds what a crashed build committed, and how a build reads its row counts back from
-    its own commit instead of counting the table."""
-    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", build_id)
-    try:
-        yield
-    finally:
-        spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+def _labelled(build_id: str) -> dict[str, str]:
+    """Writer options: zstd, and ``build_id`` as the commit's ``userMetadata``: how a re-run
+    finds what a crashed build committed, and how a build reads its row counts back from its
+    own commit instead of counting the table.  A writer option, not the session setting, so
+    commits made meanwhile by other threads of the session are not labelled."""
+    return {"compression": "zstd", "userMetadata": build_id}
 
 
 def _committed_rows(tables: Tables, name: str, build_id: str) -> int | None:

@@ -22,7 +22,7 @@ import logging
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Callable
 
 from .config import AuditConfig
 from .errors import UserFacingError
@@ -36,10 +36,18 @@ log = logging.getLogger(__name__)
 
 
 class Runner:
-    def __init__(self, spark, cfg: AuditConfig, tables: Tables | None = None):
+    """``before_step`` / ``after_step``: called with the step's name just before it starts
+    and once it is done; a caller running two audits side by side (the demo) uses them to
+    hold a step until the other audit has made its input."""
+
+    def __init__(self, spark, cfg: AuditConfig, tables: Tables | None = None,
+                 before_step: Callable[[str], None] | None = None,
+                 after_step: Callable[[str], None] | None = None):
         self.spark = spark
         self.cfg = cfg
         self.tables = tables or Tables(spark, cfg)
+        self.before_step = before_step
+        self.after_step = after_step
 
     # ------------------------------------------------------------------ entry points
     def audit(self, run_id: str | None = None, steps: list[str] | None = None,
@@ -155,6 +163,8 @@ class Runner:
         """Run one step; returns its statistics, the run's steps as read after it finished,
         and the ``runs`` columns still to write."""
         run_id = record.run_id
+        if self.before_step is not None:
+            self.before_step(stage.name)
         run = record.get() or {}
         scratch = step_scratch(self.cfg, run_id, stage.name)
         ctx = StageContext(self.spark, self.cfg, self.tables, run_id, run, scratch, options)
@@ -198,6 +208,8 @@ class Runner:
                 record.mark_stale(stale)
                 state = record.steps()
         log.info("run %s: step %s done in %.1f s (%s Spark jobs)", run_id, stage.name, seconds, jobs)
+        if self.after_step is not None:
+            self.after_step(stage.name)
         return stats, state, dict(stage.finish(stats)) if stage.finish else {}
 
     def _timed(self, stage, ctx: StageContext, group: str) -> tuple[dict, int | None]:

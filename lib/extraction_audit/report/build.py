@@ -88,24 +88,52 @@ class ReportData:
 
 
 class _Queries:
-    """Runs named queries and remembers (name, parameters) for the report's appendix."""
+    """Runs named queries and remembers (name, parameters) for the report's appendix.
 
-    def __init__(self, spark, confidence: float):
+    ``prefetch`` starts queries on a few driver threads before they are needed: each one
+    is a handful of small Spark jobs whose planning runs on one driver thread, so a report's
+    twenty-odd queries one after another leave cores idle (warm demo report: 11.3 s, of
+    which 9.2 s waiting on queries one at a time)."""
+
+    def __init__(self, spark, confidence: float, pool=None):
         self.spark = spark
         self.z = z_value(confidence)
         self.log: list[dict] = []
+        self._pool = pool
+        self._pending: dict = {}
+
+    def _with_z(self, name: str, params: dict) -> dict:
+        return {**params, "z": self.z} if "z" in Q.QUERIES[name].params else params
+
+    @staticmethod
+    def _entry(name: str, params: dict) -> dict:
+        return {"query": name, "params": {k: (list(v) if isinstance(v, (list, tuple)) else v)
+                                           for k, v in params.items()}}
 
     def _params(self, name: str, params: dict) -> dict:
-        if "z" in Q.QUERIES[name].params:
-            params = {**params, "z": self.z}
-        entry = {"query": name, "params": {k: (list(v) if isinstance(v, (list, tuple)) else v)
-                                           for k, v in params.items()}}
+        params = self._with_z(name, params)
+        entry = self._entry(name, params)
         if entry not in self.log:
             self.log.append(entry)
         return params
 
+    def prefetch(self, name: str, **params) -> None:
+        """Start the query now (when a pool was given); ``__call__`` with the same
+        parameters picks up its result."""
+        if self._pool is None:
+            return
+        from pyspark import inheritable_thread_target  # the step's job group follows the query
+
+        params = self._with_z(name, params)
+        key = repr(self._entry(name, params))
+        if key not in self._pending:
+            self._pending[key] = self._pool.submit(inheritable_thread_target(self.spark)(Q.run_query),
+                                                   self.spark, name, **params)
+
     def __call__(self, name: str, **params) -> pd.DataFrame:
-        return Q.run_query(self.spark, name, **self._params(name, params))
+        params = self._params(name, params)
+        started = self._pending.pop(repr(self._entry(name, params)), None)
+        return started.result() if started is not None else Q.run_query(self.spark, name, **params)
 
     def df(self, name: str, **params):
         return Q.sql_df(self.spark, name, **self._params(name, params))
@@ -126,11 +154,26 @@ def short_labels(infos: list[dict]) -> dict[str, str]:
     return {rid: (f"{b} · …{rid[-6:]}" if counts[b] > 1 else b) for rid, b in bases.items()}
 
 
+#: Driver threads running the report's queries side by side.
+_QUERY_THREADS = 4
+
+
 def collect_report_data(spark, cfg: AuditConfig, run_id: str, compare_run_ids=(), include_control: bool = True
                         ) -> ReportData:
     """Run every query and compute the intervals, extrapolations and comparisons."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=_QUERY_THREADS, thread_name_prefix="report-query")
+    try:
+        queries = _Queries(spark, cfg.report.confidence, pool)
+        return _collect(spark, cfg, run_id, compare_run_ids, include_control, queries)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _collect(spark, cfg: AuditConfig, run_id: str, compare_run_ids, include_control: bool, q: _Queries
+             ) -> ReportData:
     rc = cfg.report
-    q = _Queries(spark, rc.confidence)
     warnings: list[str] = []
     missing = Q.use_tables(spark, cfg)
     rare = cfg.match.rare_doc_count
@@ -152,6 +195,29 @@ def collect_report_data(spark, cfg: AuditConfig, run_id: str, compare_run_ids=()
     all_ids = [run_id, *compare]
     labels = short_labels([info_by_run[r] for r in all_ids])
 
+    sections = {
+        "DOC_COUNT_HISTOGRAM": dict(run_id=run_id),
+        "TOP_RARE_PASSAGES": dict(run_id=run_id, rare_doc_count=rare, redact=rc.redact_passages,
+                                  limit=rc.top_passages),
+        "TOP_EMITTED_PASSAGES": dict(run_id=run_id, redact=rc.redact_passages, limit=rc.top_passages),
+        "STITCHED_PASSAGES": dict(run_id=run_id, redact=rc.redact_passages, limit=rc.top_passages),
+        "SOURCE_DOCUMENTS": dict(run_id=run_id, limit=rc.top_passages),
+        "PROMPT_STRATEGY_BREAKDOWN": dict(run_id=run_id),
+        "PII_BY_TYPE": dict(run_id=run_id, rare_doc_count=rare),
+        "CONFIRMED_AMONG_CHECKED": dict(run_id=run_id),
+        "RANK_CALIBRATION": dict(run_id=run_id),
+        "CHANCE_BASELINE": dict(run_id=run_id),
+    }
+    q.prefetch("GROWTH_CURVE", run_ids=all_ids)
+    q.prefetch("HEADLINE", run_ids=all_ids, rare_doc_count=rare)
+    q.prefetch("PASSAGE_FREQUENCY_COUNTS", run_ids=all_ids, rare_doc_count=rare)
+    for other in compare:
+        q.prefetch("COMPARE_AT_EQUAL_BUDGETS", run_id=run_id, other_run_id=other)
+    for name, params in sections.items():
+        q.prefetch(name, **params)
+    q.prefetch("PROBE_OUTCOMES", run_ids=list(all_ids))
+    q.prefetch("PROBE_CHECKPOINTS", run_ids=list(all_ids))
+
     growth = q("GROWTH_CURVE", run_ids=all_ids)
     headlines = {r["run_id"]: r for r in q("HEADLINE", run_ids=all_ids, rare_doc_count=rare).to_dict("records")}
     frequency = q("PASSAGE_FREQUENCY_COUNTS", run_ids=all_ids, rare_doc_count=rare)
@@ -167,21 +233,7 @@ def collect_report_data(spark, cfg: AuditConfig, run_id: str, compare_run_ids=()
 
     comparisons = [_compare(q, runs[run_id], runs[other], rc.confidence, labels) for other in compare]
 
-    tables = {
-        "DOC_COUNT_HISTOGRAM": q("DOC_COUNT_HISTOGRAM", run_id=run_id),
-        "TOP_RARE_PASSAGES": q("TOP_RARE_PASSAGES", run_id=run_id, rare_doc_count=rare,
-                               redact=rc.redact_passages, limit=rc.top_passages),
-        "TOP_EMITTED_PASSAGES": q("TOP_EMITTED_PASSAGES", run_id=run_id, redact=rc.redact_passages,
-                                  limit=rc.top_passages),
-        "STITCHED_PASSAGES": q("STITCHED_PASSAGES", run_id=run_id, redact=rc.redact_passages,
-                               limit=rc.top_passages),
-        "SOURCE_DOCUMENTS": q("SOURCE_DOCUMENTS", run_id=run_id, limit=rc.top_passages),
-        "PROMPT_STRATEGY_BREAKDOWN": q("PROMPT_STRATEGY_BREAKDOWN", run_id=run_id),
-        "PII_BY_TYPE": q("PII_BY_TYPE", run_id=run_id, rare_doc_count=rare),
-        "CONFIRMED_AMONG_CHECKED": q("CONFIRMED_AMONG_CHECKED", run_id=run_id),
-        "RANK_CALIBRATION": q("RANK_CALIBRATION", run_id=run_id),
-        "CHANCE_BASELINE": q("CHANCE_BASELINE", run_id=run_id),
-    }
+    tables = {name: q(name, **params) for name, params in sections.items()}
     # Passage text is model output: mask every personal value detected in it unless allowed.
     from ..pii.mask import mask_frame
 

@@ -177,3 +177,22 @@ def test_a_failed_control_audit_stops_the_target_with_its_error(spark, demo_asse
     target = tables.read("runs").where(F.col("run_id") == "side-target").first()
     assert target is not None and target.status != "complete"
     assert tables.read("run_steps").where(F.col("run_id") == "side-target").count() == 0
+
+
+def test_a_failed_target_audit_stops_the_control(spark, demo_assets, tmp_path):
+    """The other way round: the target cannot start (no model folder); its error is the
+    demo's, and the control stops instead of auditing on for minutes (it never generates)."""
+    from extraction_audit.demo import audit_side_by_side, demo_config
+    from extraction_audit.errors import UserFacingError
+
+    cfg = demo_config(demo_assets, make_config(tmp_path), 1000)
+    control_cfg = cfg.model_copy(deep=True)
+    cfg.model.path = str(tmp_path / "no-such-model")
+    with pytest.raises(UserFacingError, match="no-such-model"):
+        audit_side_by_side(spark, control_cfg, cfg, "stop-control", "stop-target")
+    tables = Tables(spark, cfg)
+    assert tables.read("runs").where(F.col("run_id") == "stop-target").count() == 0
+    control = tables.read("runs").where(F.col("run_id") == "stop-control").first()
+    assert control is None or control.status != "complete"
+    assert tables.read("run_steps").where((F.col("run_id") == "stop-control") & (F.col("step") == "generate")
+                                          ).count() == 0

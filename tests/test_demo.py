@@ -160,39 +160,38 @@ def _check_probes(spark, demo_assets, base, tables, summary, html, monkeypatch):
     pd.testing.assert_frame_equal(before.astype(str), after[before.columns].astype(str))
 
 
-def test_a_failed_control_audit_stops_the_target_with_its_error(spark, demo_assets, tmp_path):
-    """The demo audits the control beside the target: a control that cannot start (its
-    model folder is missing) must surface as the demo's error, and the target must not run
-    a step that needs the control (here: index, the control's corpus build)."""
+def _side_by_side_with_a_missing_model(spark, demo_assets, tmp_path, broken: str) -> Tables:
+    """Run ``audit_side_by_side`` (runs ``<broken>-control`` and ``<broken>-target``) with the
+    ``broken`` side's model folder missing; its error must be the demo's."""
     from extraction_audit.demo import audit_side_by_side, demo_config
     from extraction_audit.errors import UserFacingError
 
     cfg = demo_config(demo_assets, make_config(tmp_path), 1000)
     control_cfg = cfg.model_copy(deep=True)
-    control_cfg.model.path = str(tmp_path / "no-such-checkpoint")
-    with pytest.raises(UserFacingError, match="no-such-checkpoint"):
-        audit_side_by_side(spark, control_cfg, cfg, "side-control", "side-target")
-    tables = Tables(spark, cfg)
-    assert tables.read("runs").where(F.col("run_id") == "side-control").count() == 0
-    target = tables.read("runs").where(F.col("run_id") == "side-target").first()
+    missing = tmp_path / f"no-such-{broken}-model"
+    (control_cfg if broken == "control" else cfg).model.path = str(missing)
+    with pytest.raises(UserFacingError, match=missing.name):
+        audit_side_by_side(spark, control_cfg, cfg, f"{broken}-control", f"{broken}-target")
+    return Tables(spark, cfg)
+
+
+def test_a_failed_control_audit_stops_the_target_with_its_error(spark, demo_assets, tmp_path):
+    """The demo audits the control beside the target: a control that cannot start must
+    surface as the demo's error, and the target must not run a step that needs the control
+    (here: index, the control's corpus build)."""
+    tables = _side_by_side_with_a_missing_model(spark, demo_assets, tmp_path, "control")
+    assert tables.read("runs").where(F.col("run_id") == "control-control").count() == 0
+    target = tables.read("runs").where(F.col("run_id") == "control-target").first()
     assert target is not None and target.status != "complete"
-    assert tables.read("run_steps").where(F.col("run_id") == "side-target").count() == 0
+    assert tables.read("run_steps").where(F.col("run_id") == "control-target").count() == 0
 
 
 def test_a_failed_target_audit_stops_the_control(spark, demo_assets, tmp_path):
-    """The other way round: the target cannot start (no model folder); its error is the
-    demo's, and the control stops instead of auditing on for minutes (it never generates)."""
-    from extraction_audit.demo import audit_side_by_side, demo_config
-    from extraction_audit.errors import UserFacingError
-
-    cfg = demo_config(demo_assets, make_config(tmp_path), 1000)
-    control_cfg = cfg.model_copy(deep=True)
-    cfg.model.path = str(tmp_path / "no-such-model")
-    with pytest.raises(UserFacingError, match="no-such-model"):
-        audit_side_by_side(spark, control_cfg, cfg, "stop-control", "stop-target")
-    tables = Tables(spark, cfg)
-    assert tables.read("runs").where(F.col("run_id") == "stop-target").count() == 0
-    control = tables.read("runs").where(F.col("run_id") == "stop-control").first()
+    """The other way round: the target cannot start; its error is the demo's, and the
+    control stops instead of auditing on for minutes (it never generates)."""
+    tables = _side_by_side_with_a_missing_model(spark, demo_assets, tmp_path, "target")
+    assert tables.read("runs").where(F.col("run_id") == "target-target").count() == 0
+    control = tables.read("runs").where(F.col("run_id") == "target-control").first()
     assert control is None or control.status != "complete"
-    assert tables.read("run_steps").where((F.col("run_id") == "stop-control") & (F.col("step") == "generate")
+    assert tables.read("run_steps").where((F.col("run_id") == "target-control") & (F.col("step") == "generate")
                                           ).count() == 0

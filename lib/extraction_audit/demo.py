@@ -139,8 +139,10 @@ def audit_side_by_side(spark, control_cfg: AuditConfig, cfg: AuditConfig, contro
                     return
 
         def before_target_step(step: str) -> None:
-            if step in ("index", "pii"):
-                wait_for_control({"index": "index", "pii": "generate"}[step])
+            if step == "index":
+                wait_for_control("index")
+            elif step == "pii":
+                wait_for_control("generate")
             elif step == "report":
                 control.result()
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from conftest import make_config, words
@@ -154,14 +155,30 @@ def test_incremental_add_equals_full_rebuild_and_readd_is_noop(spark, tmp_path, 
     assertDataFrameEqual(NgramIndex(spark, inc_ab).ngrams().select(cols),
                          NgramIndex(spark, full).ngrams().select(cols))
 
-    version = Tables(spark, inc_ab).delta("corpus_anchors").history(1).collect()[0].version
+    tables = Tables(spark, inc_ab)
+    versions = {t: tables.delta(t).history(1).collect()[0].version
+                for t in ("corpus_anchors", "corpus_documents", "corpus_index_builds")}
+    last_build = tables.read("corpus_index_builds").where("corpus_id = 'inc'").orderBy(F.desc("finished_at")).first()
+    assert last_build.source_snapshot
+    # The same files again: the source is not read and nothing is committed.
     again = build_index(spark, inc_ab)
-    assert again["documents_added"] == 0
-    assert Tables(spark, inc_ab).delta("corpus_anchors").history(1).collect()[0].version == version
+    assert again["documents_added"] == 0 and again["records_read"] == 0
+    assert again["source_unchanged_since"] == last_build.build_id
+    assert {t: tables.delta(t).history(1).collect()[0].version for t in versions} == versions
+    # Asked to read it anyway: every record is read and found present.
+    full_read = build_index(spark, index_config(tmp_path, word_tokenizer, tmp_path / "ab", corpus_id="inc",
+                                                skip_unchanged_source=False))
+    assert (full_read["records_read"], full_read["documents_already_present"]) == (len(records), len(records))
+    assert "source_unchanged_since" not in full_read
     assertDataFrameEqual(NgramIndex(spark, inc_ab).ngrams().select(cols),
                          NgramIndex(spark, full).ngrams().select(cols))
+    # A file added to the folder changes the fingerprint: the source is read again.
+    write_jsonl(tmp_path / "ab" / "more", [{"id": "d100", "text": words([4, 4, 1])}])
+    grown = build_index(spark, inc_ab)
+    assert (grown["records_read"], grown["documents_added"]) == (len(records) + 1, 1)
+    assert tables.delta("corpus_anchors").history(1).collect()[0].version > versions["corpus_anchors"]
     meta = Tables(spark, inc_ab).read("corpus_index").where("corpus_id = 'inc'").collect()[0]
-    assert meta.documents == len(records)
+    assert meta.documents == len(records) + 1
 
 
 def _killed_then_rerun(spark, tmp_path, word_tokenizer, corpus_id: str, kill_at: str):

@@ -114,6 +114,9 @@ class IndexConfig(Section):
     # Anchor k-gram length (None: anchors.default_k(n), 20 at n = 50); w = n - k + 1.
     anchor_k: int | None = Field(None, ge=2, le=2048)
     tokenize_batch_docs: int = Field(256, ge=1)
+    # A build whose source fingerprint (files' paths, sizes and modification times, or a
+    # Delta version, and the corpus settings) equals a recorded build's reads nothing.
+    skip_unchanged_source: bool = True
 
     @model_validator(mode="after")
     def _anchor_fits(self) -> "IndexConfig":

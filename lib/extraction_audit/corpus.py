@@ -7,6 +7,9 @@ batches, the Rust tokenizer rebuilt once per Python worker from its definition, 
 truncation, no special tokens).
 
 Reads: the corpus source, ``corpus_documents`` (to skip documents already indexed).
+``source_snapshot`` fingerprints what the source holds without reading a record: the
+files' paths, sizes and modification times (one listing job), or a Delta table's version,
+with the settings that decide how records are read and classified.
 Writes: nothing itself; ``index.py`` writes ``corpus_documents`` from ``tokenize_documents``.
 
 Reject reasons: ``malformed_record`` (unparseable JSON line), ``null_text``,
@@ -102,6 +105,44 @@ def read_raw(spark, cfg: AuditConfig):
             F.lit(None).cast("string").alias("_reject"),
         )
     raise UserFacingError(f"corpus.format: unsupported format {fmt!r}")
+
+
+def source_snapshot(spark, cfg: AuditConfig) -> str | None:
+    """A fingerprint that changes whenever the source's records or their classification
+    can: the listing of its data files (path, size, modification time) or a Delta table's
+    version, and the corpus settings.  None where no cheap fingerprint exists (a catalog
+    table that is not Delta): such a source is always read."""
+    import hashlib
+    import json
+
+    from pyspark.sql import functions as F
+
+    c = cfg.corpus
+    if c.format in ("jsonl", "text", "parquet"):
+        path = _source_path(cfg)
+        # The same files the readers above see (recursive lookup, hidden files skipped);
+        # the binaryFile source lists them without reading content when content is pruned.
+        row = (spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(path)
+               .select("path", "length", "modificationTime")
+               .agg(F.count(F.lit(1)).alias("files"), F.sum("length").alias("bytes"),
+                    F.bit_xor(F.xxhash64("path", "length", "modificationTime")).alias("listing"))
+               .first())
+        state = {"files": row["files"], "bytes": row["bytes"], "listing": row["listing"]}
+    elif c.format in ("delta", "table"):
+        from delta.tables import DeltaTable
+
+        try:
+            table = (DeltaTable.forName(spark, c.table) if c.format == "table"
+                     else DeltaTable.forPath(spark, _source_path(cfg)))
+            state = {"version": table.history(1).select("version").first()["version"]}
+        except Exception:  # noqa: BLE001 - not a Delta table: no version to compare, read it
+            return None
+    else:
+        return None
+    settings = c.model_dump(mode="json")
+    settings["path"] = cfg.resolve(c.path) if c.path else None
+    digest = hashlib.sha256(json.dumps({"settings": settings, "state": state}, sort_keys=True).encode())
+    return digest.hexdigest()[:32]
 
 
 def _first_line(err: Exception) -> str:

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from .config import AuditConfig
-from .corpus import REJECT_REASONS, classify, read_raw, tokenize_documents
+from .corpus import REJECT_REASONS, classify, read_raw, source_snapshot, tokenize_documents
 from .errors import UserFacingError
 from .anchors import AnchorConfig, select_anchors
 from .hashing import HashConfig, bucket_of, hash_concatenated
@@ -295,6 +295,21 @@ def build_index(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
         _write_meta(spark, tables, meta)
 
     finished_builds = _finish_pending_builds(spark, tables, meta)
+    # Taken before the source is read: a file changed during this build changes the next
+    # build's fingerprint, so that build reads the source again.
+    snapshot = source_snapshot(spark, cfg) if cfg.index.skip_unchanged_source else None
+    unchanged_since = _build_of_snapshot(tables, meta, snapshot) if snapshot and not finished_builds else None
+    if unchanged_since:
+        # Every record of this source was indexed (or rejected) by that build: reading it
+        # again (a full scan of the corpus, every night) would find nothing new.
+        _refresh_meta_counts(spark, tables, meta, added=False)
+        stats = {"corpus_id": meta.corpus_id, "build_id": None, "records_read": 0, "documents_added": 0,
+                 "documents_already_present": 0, "tokens_added": 0, "skipped": {},
+                 "builds_finished_after_crash": [], "source_unchanged_since": unchanged_since,
+                 "source_snapshot": snapshot, "seconds": round(time.time() - t0, 2)}
+        log.info("index %s: source unchanged since build %s (same files, sizes and modification times); "
+                 "nothing read, %.1fs", meta.corpus_id, unchanged_since, stats["seconds"])
+        return stats
 
     # Each record marked with whether the corpus already holds its document, in the pass that
     # counts the rejects: a run that brings nothing new (a nightly audit of an unchanged
@@ -338,6 +353,7 @@ def build_index(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
         "tokens_added": tokens_added,
         "skipped": skipped,
         "builds_finished_after_crash": finished_builds,
+        "source_snapshot": snapshot,
         "seconds": round(time.time() - t0, 2),
     }
     _record_build(spark, tables, meta, {**stats, "anchors_added": anchors_added}, started)
@@ -460,6 +476,16 @@ def _finish_pending_builds(spark, tables: Tables, meta: IndexMeta) -> list[str]:
     return pending
 
 
+def _build_of_snapshot(tables: Tables, meta: IndexMeta, snapshot: str) -> str | None:
+    """The latest recorded build of this corpus that read the source in this state."""
+    from pyspark.sql import functions as F
+
+    rows = (tables.read("corpus_index_builds")
+            .where((F.col("corpus_id") == meta.corpus_id) & (F.col("source_snapshot") == snapshot))
+            .orderBy(F.desc("finished_at")).select("build_id").limit(1).collect())
+    return rows[0]["build_id"] if rows else None
+
+
 def _record_build(spark, tables: Tables, meta: IndexMeta, stats: dict, started: datetime) -> None:
     from .tables import CORPUS_INDEX_BUILDS
 
@@ -469,7 +495,7 @@ def _record_build(spark, tables: Tables, meta: IndexMeta, stats: dict, started: 
         "documents_added": stats["documents_added"],
         "documents_already_present": stats["documents_already_present"],
         "tokens_added": stats["tokens_added"], "skipped": stats["skipped"], "seconds": stats["seconds"],
-        "anchors_added": stats.get("anchors_added"),
+        "anchors_added": stats.get("anchors_added"), "source_snapshot": stats.get("source_snapshot"),
     }
     tables.merge("corpus_index_builds", spark.createDataFrame([row], CORPUS_INDEX_BUILDS.schema))
 

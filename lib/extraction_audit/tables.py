@@ -168,6 +168,9 @@ CORPUS_INDEX_BUILDS = _table(TableSpec(
                                              "invalid_utf8, malformed_record, duplicate_id)"),
         ("seconds", "DOUBLE", "Wall-clock seconds"),
         ("anchors_added", "BIGINT", "Rows the build appended to corpus_anchors (from its Delta commit)"),
+        ("source_snapshot", "STRING", "Fingerprint of the source as the build read it (its files' paths, sizes "
+                                      "and modification times, or its Delta version, and the corpus settings); "
+                                      "a later build that finds the same fingerprint reads nothing"),
     ),
     key=("corpus_id", "build_id"),
 ))

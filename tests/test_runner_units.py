@@ -3,6 +3,7 @@ partitioned global order that replaces single-partition windows."""
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime
 
 import numpy as np
@@ -16,6 +17,7 @@ from extraction_audit.ids import id_predicate, is_valid_id, validate_id
 from extraction_audit.ordering import ordered
 from extraction_audit.runner import derive_run_fields
 from extraction_audit.stages import STAGES, STEP_ORDER, audit_steps, planned_steps
+from extraction_audit.tables import Tables, with_conflict_retries
 
 
 @pytest.mark.parametrize("good", ["a", "audit-123", "nightly:2026-11-30.1", "A_b.c:d-e", "1-or-1--", "x" * 128])
@@ -126,3 +128,55 @@ def test_a_derived_step_claimed_by_two_processes_at_once_runs_once(spark, tmp_pa
     assert record.steps()["calibrate"]["attempt"] == 2
     record.step_finished("calibrate", "done", 1.0, 1, stats={})
     assert record.claim_step("calibrate") is False          # done
+
+
+def test_a_commit_conflict_is_retried_and_other_errors_are_not():
+    """Delta reports a table another writer created first as ``ProtocolChangedException``."""
+    class ProtocolChangedException(Exception):
+        pass
+
+    calls = []
+
+    def create():
+        calls.append(1)
+        if len(calls) == 1:
+            raise ProtocolChangedException("[DELTA_PROTOCOL_CHANGED] The protocol version of the Delta table has "
+                                           "been changed by a concurrent update.")
+        return "created"
+
+    assert with_conflict_retries(create, "create runs") == "created" and len(calls) == 2
+
+    def broken():
+        calls.append(1)
+        raise ValueError("[DELTA_MISSING_COLUMN] not a conflict")
+
+    calls.clear()
+    with pytest.raises(ValueError):
+        with_conflict_retries(broken, "write")
+    assert len(calls) == 1
+
+
+def test_two_threads_create_the_run_tables_of_a_fresh_warehouse_at_once(spark, tmp_path):
+    """The demo's two audits start together on an empty warehouse: both create ``runs``."""
+    cfg = make_config(tmp_path, seed_tables=False)
+    names = ("runs", "run_steps", "run_artifacts")
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def create():
+        try:
+            tables = Tables(spark, cfg)
+            start.wait()
+            for name in names:
+                tables.ensure(name)
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=create) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    tables = Tables(spark, cfg)
+    assert all(tables.exists(name) for name in names)

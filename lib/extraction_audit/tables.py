@@ -622,19 +622,32 @@ def data_files(df) -> tuple[int, int]:
     return int(row["files"] or 0), int(row["bytes"] or 0)
 
 
+#: What Delta's optimistic concurrency raises when another writer committed first: the
+#: ``Concurrent*`` conflicts, and ``ProtocolChanged`` / ``MetadataChanged`` (two processes
+#: or threads creating the same table in an empty folder at once: the demo's two audits on
+#: a fresh warehouse).
+_CONFLICT_MARKERS = ("Concurrent", "DELTA_CONCURRENT", "ProtocolChanged", "DELTA_PROTOCOL_CHANGED",
+                     "MetadataChanged", "DELTA_METADATA_CHANGED")
+
+
+def is_commit_conflict(err: BaseException) -> bool:
+    name = type(err).__name__ + " " + str(err)[:300]
+    return any(marker in name for marker in _CONFLICT_MARKERS)
+
+
 def with_conflict_retries(action: Callable[[], T], what: str, attempts: int = 8) -> T:
     """Run a Delta write, retrying when a concurrent writer committed first.
 
     Two audits writing the same tables at once (different runs) conflict only on the
-    unpartitioned ``runs`` row updates or on metadata; Delta's optimistic concurrency
-    rejects the later commit, and since every write here is idempotent, retrying it is
-    safe."""
+    unpartitioned ``runs`` row updates or on metadata (a table both create); Delta's
+    optimistic concurrency rejects the later commit, and since every write here is
+    idempotent (``CREATE TABLE IF NOT EXISTS`` finds the table on the retry), retrying it
+    is safe."""
     for attempt in range(attempts):
         try:
             return action()
-        except Exception as err:  # delta.exceptions.Concurrent* arrive through py4j
-            name = type(err).__name__ + " " + str(err)[:300]
-            if "Concurrent" not in name and "DELTA_CONCURRENT" not in name or attempt == attempts - 1:
+        except Exception as err:  # delta.exceptions.* arrive through py4j
+            if not is_commit_conflict(err) or attempt == attempts - 1:
                 raise
             delay = min(5.0, 0.2 * 2 ** attempt) * (0.5 + random.random())
             # Expected when the bundle's parallel tasks update one run's row: a handled retry is

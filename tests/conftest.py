@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,26 @@ _MODULE_SECONDS = {"test_runner_production": 947, "test_match": 526, "test_audit
 
 def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: -_MODULE_SECONDS.get(item.module.__name__.rpartition(".")[2], 0))
+
+
+def at_once(action, threads: int = 2) -> list[BaseException]:
+    """Run ``action`` in ``threads`` threads started together; the exceptions they raised."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(threads)
+
+    def run():
+        try:
+            start.wait()
+            action()
+        except BaseException as err:  # noqa: BLE001 - returned to the test
+            errors.append(err)
+
+    workers = [threading.Thread(target=run) for _ in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    return errors
 
 
 def build_word_tokenizer(path: Path, vocab: int = 64) -> Path:

@@ -3,7 +3,6 @@ partitioned global order that replaces single-partition windows."""
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime
 
 import numpy as np
@@ -11,7 +10,7 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-from conftest import make_config
+from conftest import at_once, make_config
 from extraction_audit.errors import UserFacingError
 from extraction_audit.ids import id_predicate, is_valid_id, validate_id
 from extraction_audit.ordering import ordered
@@ -99,26 +98,12 @@ def test_a_derived_step_claimed_by_two_processes_at_once_runs_once(spark, tmp_pa
     """Two runners finishing the last input of a derived step at the same moment (the bundle
     runs rank beside match and pii): exactly one claims it; a failed or stale step can be
     claimed again, a running or done one cannot."""
-    import threading
-
     from extraction_audit.runs import RunRecord
-    from extraction_audit.tables import Tables
 
     tables = Tables(spark, make_config(tmp_path))
     record = RunRecord(tables, "claim-run")
-    wins, errors = [], []
-
-    def claim():
-        try:
-            wins.append(RunRecord(tables, "claim-run").claim_step("calibrate"))
-        except Exception as err:  # noqa: BLE001 - reported below
-            errors.append(err)
-
-    threads = [threading.Thread(target=claim) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    wins = []
+    errors = at_once(lambda: wins.append(RunRecord(tables, "claim-run").claim_step("calibrate")))
     assert not errors, errors
     assert sorted(wins) == [False, True]
     assert record.steps()["calibrate"]["attempt"] == 1
@@ -160,23 +145,13 @@ def test_two_threads_create_the_run_tables_of_a_fresh_warehouse_at_once(spark, t
     """The demo's two audits start together on an empty warehouse: both create ``runs``."""
     cfg = make_config(tmp_path, seed_tables=False)
     names = ("runs", "run_steps", "run_artifacts")
-    start = threading.Barrier(2)
-    errors: list[BaseException] = []
 
     def create():
-        try:
-            tables = Tables(spark, cfg)
-            start.wait()
-            for name in names:
-                tables.ensure(name)
-        except BaseException as err:  # noqa: BLE001 - reported below
-            errors.append(err)
+        tables = Tables(spark, cfg)
+        for name in names:
+            tables.ensure(name)
 
-    threads = [threading.Thread(target=create) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = at_once(create)
     assert not errors, errors
     tables = Tables(spark, cfg)
     assert all(tables.exists(name) for name in names)

@@ -6,7 +6,6 @@ import datetime as dt
 import ipaddress
 import json
 import re
-import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from stdnum import iban, luhn
 from stdnum.gb import nhs
 from stdnum.us import ssn
 
+from conftest import at_once
 from extraction_audit import synthetic
 from extraction_audit.synthetic import (
     DemoParams,
@@ -277,19 +277,8 @@ def test_cache_rebuilds_only_when_needed(tmp_path, count_builds):
 
 def test_concurrent_callers_build_once(tmp_path, count_builds):
     root = tmp_path / "assets"
-    results, errors = [], []
-
-    def call():
-        try:
-            results.append(ensure_demo_assets(root, params=replace(TINY, n_holdout=6)))
-        except Exception as err:  # pragma: no cover - reported by the assert below
-            errors.append(err)
-
-    threads = [threading.Thread(target=call) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = []
+    errors = at_once(lambda: results.append(ensure_demo_assets(root, params=replace(TINY, n_holdout=6))), threads=3)
     assert not errors
     assert len(count_builds) == 1
     assert len(results) == 3 and all(r.planted == results[0].planted for r in results)

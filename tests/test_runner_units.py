@@ -155,3 +155,59 @@ def test_two_threads_create_the_run_tables_of_a_fresh_warehouse_at_once(spark, t
     assert not errors, errors
     tables = Tables(spark, cfg)
     assert all(tables.exists(name) for name in names)
+
+
+def test_a_run_created_here_is_kept_as_stored_and_one_created_elsewhere_is_read(spark, tmp_path):
+    """``create`` keeps the row it inserted instead of reading it back: what ``get`` then
+    returns must equal the stored row, column for column.  Two creators at once: one inserts,
+    the other reads the winner's row."""
+    from extraction_audit.runs import RunRecord
+
+    cfg = make_config(tmp_path)
+    tables = Tables(spark, cfg)
+    record = RunRecord(tables, "created-here")
+    assert record.create(cfg, steps_planned=["generate", "match"], control_run_id="ctl") is True
+    kept = record.get()
+    assert kept == RunRecord(tables, "created-here").get(refresh=True)
+    assert kept["steps_planned"] == ["generate", "match"] and kept["control_run_id"] == "ctl"
+    assert RunRecord(tables, "created-here").create(cfg, steps_planned=["report"]) is False  # kept the original
+
+    results = []
+    errors = at_once(lambda: results.append(RunRecord(tables, "raced").create(cfg, steps_planned=[f"x{len(results)}"])))
+    assert not errors, errors
+    assert sorted(results) == [False, True]
+    assert tables.read("runs").where(F.col("run_id") == "raced").count() == 1
+
+
+def test_the_first_step_prepares_in_the_background_and_waits_before_it_begins(spark, tmp_path, monkeypatch):
+    """``Stage.prepare`` (loading the tokenizer) starts before the runner's first run-state
+    reads and writes and is finished before the step's ``begin``; an error in it is the
+    step's to report, not the background thread's."""
+    import dataclasses
+    import threading
+
+    from extraction_audit import stages as S
+
+    events = []
+    gate = threading.Event()
+
+    def prepare(cfg):
+        events.append(("prepare started", threading.current_thread().name))
+        gate.wait(10)
+        events.append(("prepare done", None))
+        raise RuntimeError("dropped: the stage reports its own errors")
+
+    def begin(ctx):
+        events.append(("begin", None))
+        return {}
+
+    stage = dataclasses.replace(S.STAGES["import_samples"], check=None, prepare=prepare, begin=begin,
+                                run=lambda ctx: {"run_tokens": 0}, finish=None)
+    monkeypatch.setitem(S.STAGES, "import_samples", stage)
+    from extraction_audit.runner import Runner
+
+    cfg = make_config(tmp_path)
+    threading.Timer(1.0, gate.set).start()  # released while the runner writes run state
+    Runner(spark, cfg).run_step("prepared", "import_samples")
+    assert [e[0] for e in events] == ["prepare started", "prepare done", "begin"]
+    assert events[0][1] == "prepare-import_samples"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -93,19 +94,28 @@ class Runner:
             validate_id(other, "compare run id")
         stages = [get_stage(s) for s in steps]
         record = RunRecord(self.tables, run_id)
-        run = record.get()
+        # The run's row and its steps are read side by side (in a fresh process each first
+        # read costs seconds); the steps are used only when the run exists.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-steps") as pool:
+            stored_steps = pool.submit(record.steps)
+            run = record.get()
+            state = stored_steps.result() if run is not None else {}
         # What the user passed is checked before anything is written (a missing input or
         # model folder leaves no run row); a step already done, which an audit skips, is not.
-        state = record.steps() if run is not None else {}
         for stage in stages:
             if stage.check and not (skip_done and state.get(stage.name, {}).get("status") == "done"):
                 stage.check(self.cfg, options)
+        # Only the first step to run: its preparation overlaps the run-state reads and writes
+        # just before it, and no stage imports beside it.
+        _prepare_in_background(self.cfg, [s for s in stages if not (
+            skip_done and state.get(s.name, {}).get("status") == "done")][:1])
+        created = False
         if run is None:
             if not any(s.creates_run for s in stages):
                 raise UserFacingError(f"run {run_id!r} does not exist; generate or import samples first")
             imported = "import_samples" in steps
-            record.create(self.cfg, steps_planned=plan or planned_steps(self.cfg, imported=imported),
-                          control_run_id=options.get("control_run_id"))
+            created = record.create(self.cfg, steps_planned=plan or planned_steps(self.cfg, imported=imported),
+                                    control_run_id=options.get("control_run_id"))
             run = record.get()
         elif plan is not None:
             stored = list(run.get("steps_planned") or [])
@@ -117,7 +127,7 @@ class Runner:
         if options.get("control_run_id") and run.get("control_run_id") != options["control_run_id"]:
             record.update(control_run_id=options["control_run_id"])
             run = record.get()
-        if not state:  # a new run (or one without steps): read after its row was created
+        if not state and not created:  # a run without steps, or created by another process first
             state = record.steps()
         results: dict[str, dict] = {}
         # Columns a finished step defines (generated tokens) and its status change are
@@ -168,6 +178,7 @@ class Runner:
         run = record.get() or {}
         scratch = step_scratch(self.cfg, run_id, stage.name)
         ctx = StageContext(self.spark, self.cfg, self.tables, run_id, run, scratch, options)
+        _wait_for_prepare(self.cfg, stage.name)
         fields = stage.begin(ctx) if stage.begin else {}
         delete_path(self.spark, scratch)  # a killed attempt's leftovers
         state = {**state, stage.name: {**state.get(stage.name, {}), "status": "running", "started_at": now(),
@@ -301,6 +312,39 @@ class Runner:
             if latest == state:
                 return
             state = latest
+
+
+#: Background ``Stage.prepare`` work of this process, by (config, step name).
+_PREPARING: dict[tuple[int, str], threading.Thread] = {}
+_PREPARE_LOCK = threading.Lock()
+
+
+def _prepare_in_background(cfg: AuditConfig, stages) -> None:
+    """Start each stage's process-local preparation (loading the tokenizer) on a daemon
+    thread, so that it runs while the runner's first Delta reads and writes wait on the JVM.
+    Its errors are dropped here: the stage meets them again, and reports them, when it
+    does the same work itself."""
+    for stage in stages:
+        if stage.prepare is None:
+            continue
+
+        def work(prepare=stage.prepare):
+            try:
+                prepare(cfg)
+            except Exception:  # noqa: BLE001 - see above
+                log.debug("background preparation failed", exc_info=True)
+
+        thread = threading.Thread(target=work, name=f"prepare-{stage.name}", daemon=True)
+        with _PREPARE_LOCK:
+            _PREPARING[(id(cfg), stage.name)] = thread
+        thread.start()
+
+
+def _wait_for_prepare(cfg: AuditConfig, step: str) -> None:
+    with _PREPARE_LOCK:
+        thread = _PREPARING.pop((id(cfg), step), None)
+    if thread is not None:
+        thread.join()
 
 
 def _same(stored, derived) -> bool:

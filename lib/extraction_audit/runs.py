@@ -98,8 +98,9 @@ class RunRecord:
     def exists(self) -> bool:
         return self.get() is not None
 
-    def create(self, cfg: AuditConfig, **fields: Any) -> None:
-        """Insert the run row if absent (a re-run of the same run_id keeps the original)."""
+    def create(self, cfg: AuditConfig, **fields: Any) -> bool:
+        """Insert the run row if absent (a re-run of the same run_id keeps the original);
+        True when this process inserted it."""
         row = {
             "run_id": self.run_id, "status": "created", "started_at": now(), "finished_at": None,
             "tokenizer": None, "generated_tokens": 0, "steps_done": [], "step_stats": "{}",
@@ -108,8 +109,11 @@ class RunRecord:
         }
         row.update(fields)
         df = self.tables.spark.createDataFrame([row], schema=RUNS.schema)
-        self.tables.merge("runs", df, update=False)
-        self._run = None  # another process may have created it first: read what is stored
+        inserted = self.tables.merge("runs", df, update=False)
+        # Inserted by this process: stored as written, no need to read it back.  Otherwise
+        # another process created it first: read what is stored.
+        self._run = {c: row.get(c) for c in RUNS.column_names} if inserted == 1 else None
+        return inserted == 1
 
     def update(self, **fields: Any) -> None:
         from pyspark.sql import functions as F

@@ -630,6 +630,17 @@ _CONFLICT_MARKERS = ("Concurrent", "DELTA_CONCURRENT", "ProtocolChanged", "DELTA
                      "MetadataChanged", "DELTA_METADATA_CHANGED")
 
 
+def _inserted_rows(metrics) -> int | None:
+    """``num_inserted_rows`` of the one-row frame a Delta MERGE returns (a local relation:
+    reading it runs no Spark job)."""
+    try:
+        row = metrics.first() if metrics is not None else None
+        value = row["num_inserted_rows"] if row is not None else None
+    except Exception:  # noqa: BLE001 - older Delta versions return no metrics
+        return None
+    return int(value) if value is not None else None
+
+
 def is_commit_conflict(err: BaseException) -> bool:
     name = type(err).__name__ + " " + str(err)[:300]
     return any(marker in name for marker in _CONFLICT_MARKERS)
@@ -779,22 +790,23 @@ class Tables:
             cols.append((F.col(f"`{c}`") if c in df.columns else F.lit(None)).cast(t).alias(c))
         return df.select(*cols)
 
-    def merge(self, name: str, df, update: bool = True, run_id: str | None = None) -> None:
+    def merge(self, name: str, df, update: bool = True, run_id: str | None = None) -> int | None:
         """Upsert by the table's key: re-running the same write leaves one row per key.
-        ``run_id`` confines the match to that run's partition (so concurrent runs do not conflict)."""
+        ``run_id`` confines the match to that run's partition (so concurrent runs do not conflict).
+        Returns the number of rows inserted (None when Delta does not report it)."""
         spec = TABLES[name]
         df = self._conform(name, df)
         on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in spec.key)
         if run_id is not None:
             on = f"({on}) AND ({id_predicate('t.run_id', run_id)})"
 
-        def run() -> None:
+        def run() -> int | None:
             m = self.delta(name).alias("t").merge(df.alias("s"), on)
             if update:
                 m = m.whenMatchedUpdateAll()
-            m.whenNotMatchedInsertAll().execute()
+            return _inserted_rows(m.whenNotMatchedInsertAll().execute())
 
-        with_conflict_retries(run, f"merge into {name}")
+        return with_conflict_retries(run, f"merge into {name}")
 
     def replace_run(self, name: str, df, run_id: str) -> None:
         """Atomically replace one run's rows of ``name`` with ``df`` (replaceWhere run_id)."""

@@ -58,8 +58,8 @@ class Stage:
     check: Callable[[AuditConfig, dict], None] | None = None
     begin: Callable[[StageContext], dict] | None = None
     # Process-local work the step needs (loading the tokenizer), which the runner starts in
-    # the background while it reads and writes run state; ``begin`` or ``run`` waits for it.
-    prepare: Callable[[AuditConfig], None] | None = None
+    # the background while it reads and writes run state, and waits for before ``begin``.
+    prepare: Callable[[AuditConfig], Any] | None = None
     finish: Callable[[dict], dict] | None = None
     # Whether a finished attempt changed the step's output (False: dependents stay valid).
     changed: Callable[[dict], bool] = lambda stats: True
@@ -128,16 +128,6 @@ def _tokenizer_fingerprint(cfg: AuditConfig) -> str:
 
     path = check_model_location(cfg.resolve(cfg.model.tokenizer_path), "model.tokenizer (or model.path)")
     return tokenizer_fingerprint(load_tokenizer(path), cfg.model.tokenizer or cfg.model.path)
-
-
-def _load_tokenizer(cfg: AuditConfig) -> None:
-    """``_tokenizer_fingerprint``'s slow part (importing transformers and reading the
-    tokenizer: 2-3 s), cached by ``load_tokenizer`` for the step."""
-    from .tokenizer import load_tokenizer
-
-    path = cfg.resolve(cfg.model.tokenizer_path)
-    if path:
-        load_tokenizer(path)
 
 
 def _budget(cfg: AuditConfig, options: dict) -> int:
@@ -263,11 +253,11 @@ register(Stage("index", _index, reads=("corpus source",),
                creates_run=True, changed=lambda s: bool(s.get("documents_added", 1))))
 register(Stage("generate", _generate, reads=("samples", "prompt sources"), writes=("samples",),
                depends_on=(), creates_run=True, check=_check_generate, begin=_begin_generate,
-               prepare=_load_tokenizer,
+               prepare=_tokenizer_fingerprint,
                finish=lambda s: {"generated_tokens": s["generated_tokens"], "budget_tokens": s["budget_tokens"]},
                changed=lambda s: bool(s.get("samples_added", 1))))
 register(Stage("import_samples", _import, reads=("external samples file",), writes=("samples",),
-               creates_run=True, check=_check_import, begin=_begin_import, prepare=_load_tokenizer,
+               creates_run=True, check=_check_import, begin=_begin_import, prepare=_tokenizer_fingerprint,
                finish=lambda s: {"generated_tokens": s["run_tokens"], "budget_tokens": s["run_tokens"]},
                changed=lambda s: bool(s.get("samples_imported", 1))))
 register(Stage("match", _match, reads=("samples", "corpus_anchors", "corpus_doc_numbers", "corpus_documents"),

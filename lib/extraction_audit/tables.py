@@ -630,23 +630,13 @@ _CONFLICT_MARKERS = ("Concurrent", "DELTA_CONCURRENT", "ProtocolChanged", "DELTA
                      "MetadataChanged", "DELTA_METADATA_CHANGED")
 
 
-def _inserted_rows(metrics) -> int | None:
-    """``num_inserted_rows`` of the one-row frame a Delta MERGE returns (a local relation:
-    reading it runs no Spark job)."""
-    try:
-        row = metrics.first() if metrics is not None else None
-        value = row["num_inserted_rows"] if row is not None else None
-    except Exception:  # noqa: BLE001 - older Delta versions return no metrics
-        return None
-    return int(value) if value is not None else None
-
-
-def is_commit_conflict(err: BaseException) -> bool:
+def is_commit_conflict(err: BaseException, also: tuple[str, ...] = ()) -> bool:
     name = type(err).__name__ + " " + str(err)[:300]
-    return any(marker in name for marker in _CONFLICT_MARKERS)
+    return any(marker in name for marker in (*_CONFLICT_MARKERS, *also))
 
 
-def with_conflict_retries(action: Callable[[], T], what: str, attempts: int = 8) -> T:
+def with_conflict_retries(action: Callable[[], T], what: str, attempts: int = 8,
+                          also: tuple[str, ...] = ()) -> T:
     """Run a Delta write, retrying when a concurrent writer committed first.
 
     Two audits writing the same tables at once (different runs) conflict only on the
@@ -658,7 +648,7 @@ def with_conflict_retries(action: Callable[[], T], what: str, attempts: int = 8)
         try:
             return action()
         except Exception as err:  # delta.exceptions.* arrive through py4j
-            if not is_commit_conflict(err) or attempt == attempts - 1:
+            if not is_commit_conflict(err, also) or attempt == attempts - 1:
                 raise
             delay = min(5.0, 0.2 * 2 ** attempt) * (0.5 + random.random())
             # Expected when the bundle's parallel tasks update one run's row: a handled retry is
@@ -667,6 +657,17 @@ def with_conflict_retries(action: Callable[[], T], what: str, attempts: int = 8)
             log.log(level, "%s: concurrent Delta commit, retrying in %.1fs (%s)", what, delay, type(err).__name__)
             time.sleep(delay)
     raise AssertionError("unreachable")
+
+
+def _inserted_rows(metrics) -> int | None:
+    """``num_inserted_rows`` of the one-row frame a Delta MERGE returns (a local relation:
+    reading it runs no Spark job)."""
+    try:
+        row = metrics.first() if metrics is not None else None
+        value = row["num_inserted_rows"] if row is not None else None
+    except Exception:  # noqa: BLE001 - older Delta versions return no metrics
+        return None
+    return int(value) if value is not None else None
 
 
 class Tables:
@@ -709,12 +710,19 @@ class Tables:
             loc = f" LOCATION '{self.location(name)}'"
         props = (f" TBLPROPERTIES ('delta.dataSkippingStatsColumns' = '{spec.stats_columns}')"
                  if spec.stats_columns else "")
-        with_conflict_retries(lambda: self.spark.sql(
-            f"CREATE TABLE IF NOT EXISTS {self.ref(name)} ({spec.ddl}) USING DELTA{parts}{loc} "
-            f"COMMENT '{_q(spec.comment)}'{props}"
-        ), f"create {name}")
-        present = set(self.spark.table(self.ref(name)).columns if self.database else
-                      self.spark.read.format("delta").load(self.location(name)).columns)
+
+        def create_and_read_columns() -> set[str]:
+            self.spark.sql(f"CREATE TABLE IF NOT EXISTS {self.ref(name)} ({spec.ddl}) USING DELTA{parts}{loc} "
+                           f"COMMENT '{_q(spec.comment)}'{props}")
+            return set(self.spark.table(self.ref(name)).columns if self.database else
+                       self.spark.read.format("delta").load(self.location(name)).columns)
+
+        # Another process or thread creating the table at the same moment: its folder can
+        # exist before its first commit, so the read finds no table yet
+        # (DELTA_TABLE_NOT_FOUND) or the create a folder that is not a table yet
+        # (DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION); on a retry the commit is there.
+        present = with_conflict_retries(create_and_read_columns, f"create {name}",
+                                        also=("DELTA_TABLE_NOT_FOUND", "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION"))
         missing = [(c, t, d) for c, t, d in spec.columns if c not in present]
         if missing:
             cols = ", ".join(f"`{c}` {t} COMMENT '{_q(d)}'" for c, t, d in missing)

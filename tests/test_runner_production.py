@@ -1,6 +1,8 @@
 """The production path as an operator runs it: the Databricks bundle's tasks as separate CLI
 processes with one run id (match and rank in parallel), then the run's state, the quiet
-console, an SQL-looking (but legal) run id, and a purge that leaves no copy behind."""
+console, and a purge that leaves no copy behind.  The run id looks like SQL (but is legal):
+another run's rows, planted in every run-keyed table before the tasks start, must come
+through every step and the purge untouched."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import pytest
 import yaml
 from pyspark.sql import functions as F
 
-from conftest import CLI_TEST_SPARK_CONF
+from conftest import CLI_TEST_SPARK_CONF, seed_warehouse
 from extraction_audit.cli import main
 from extraction_audit.config import load_config
 from extraction_audit.tables import Tables
@@ -25,7 +27,10 @@ from extraction_audit.tables import Tables
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN = "audit-nightly-1"
+# Legal under the run-id pattern, but SQL if it were ever formatted into a predicate unquoted
+# ("--" opens a comment) or quoted by hand ("or-1" after a stray quote).
+RUN = "nightly-1-or-1--"
+VICTIM = "victim"
 CORPUS_TABLES = ("corpus_documents", "corpus_anchors", "corpus_doc_numbers", "corpus_index", "corpus_index_builds",
                  "pii_corpus_index", "pii_corpus_doc_values", "pii_corpus_scanned")
 
@@ -50,8 +55,33 @@ def bundle_task_commands(config: Path, variables: dict[str, str]) -> dict[str, t
     return tasks
 
 
+def _planted_rows(spark, tables: Tables, run_id: str) -> dict[str, int]:
+    """One row of ``run_id`` in every table keyed by run id (type defaults in every column):
+    what another run leaves in a shared warehouse.  Returns {table: rows of the run}."""
+    import datetime
+
+    from extraction_audit.tables import TABLES
+
+    defaults = {"STRING": VICTIM, "INT": 0, "BIGINT": 0, "DOUBLE": 0.0, "BOOLEAN": False,
+                "TIMESTAMP": datetime.datetime(2026, 1, 1), "ARRAY<INT>": [], "ARRAY<STRING>": []}
+    keyed = {name: spec for name, spec in TABLES.items() if "run_id" in spec.column_names}
+
+    def plant(name):
+        spec = keyed[name]
+        tables.append(name, spark.createDataFrame(
+            [tuple(run_id if c == "run_id" else defaults[t] for c, t, _ in spec.columns)], spec.schema))
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(plant, keyed))
+    return dict.fromkeys(keyed, 1)
+
+
+def _rows_of(tables: Tables, run_id: str, names) -> dict[str, int]:
+    return {t: tables.read(t).where(F.col("run_id") == run_id).count() for t in names}
+
+
 @pytest.fixture(scope="module")
-def bundle_run(demo_assets, tmp_path_factory):
+def bundle_run(spark, demo_assets, tmp_path_factory):
     """Run the bundle's task graph: each task a separate process, ready tasks in parallel."""
     from extraction_audit.demo import demo_config
 
@@ -77,6 +107,10 @@ def bundle_run(demo_assets, tmp_path_factory):
     variables = {"config": str(path), "model_path": str(demo_assets.model_dir), "budget_tokens": "1200",
                  "corpus_table": "unused"}
     tasks = bundle_task_commands(path, variables)
+    # A shared warehouse: the empty tables (as ``Tables.ensure_all`` made them) and another
+    # run's rows in every table keyed by run id.
+    seed_warehouse(store / "warehouse")
+    planted = _planted_rows(spark, Tables(spark, load_config(path)), VICTIM)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     outputs: dict[str, subprocess.CompletedProcess] = {}
 
@@ -99,11 +133,11 @@ def bundle_run(demo_assets, tmp_path_factory):
                 name, done = future.result()
                 assert done.returncode == 0, f"task {name} failed:\n{done.stderr[-3000:]}"
                 outputs[name] = done
-    return load_config(path), path, outputs, root
+    return load_config(path), path, outputs, root, planted
 
 
 def test_bundle_tasks_complete_the_run_with_one_row_per_step(spark, bundle_run):
-    cfg, _, outputs, _ = bundle_run
+    cfg, _, outputs, _, _ = bundle_run
     assert {"match", "rank"} <= set(outputs), "the bundle runs rank beside match"
     tables = Tables(spark, cfg)
     run = tables.read("runs").where(F.col("run_id") == RUN).first()
@@ -126,7 +160,7 @@ def test_bundle_tasks_complete_the_run_with_one_row_per_step(spark, bundle_run):
 
 
 def test_console_shows_progress_not_spark_noise(bundle_run):
-    cfg, _, outputs, _ = bundle_run
+    cfg, _, outputs, _, _ = bundle_run
     console = "\n".join(o.stdout + o.stderr for o in outputs.values())
     for noise in ("WARN", "Ivy", ":: resolving", "WindowExec", "Could not validate number of records"):
         noisy = [f"{task}: {line}" for task, o in outputs.items() for line in (o.stdout + o.stderr).splitlines()
@@ -137,25 +171,15 @@ def test_console_shows_progress_not_spark_noise(bundle_run):
     assert "No Partition Defined for Window operation" not in spark_log
 
 
-def test_sql_looking_run_id_touches_only_its_own_rows(spark, bundle_run, capsys):
-    cfg, path, _, _ = bundle_run
+def test_sql_looking_run_id_touches_only_its_own_rows(spark, bundle_run):
+    """Every step wrote the run's rows under its SQL-looking id, and another run's rows in
+    every run-keyed table came through untouched."""
+    cfg, _, _, _, planted = bundle_run
     tables = Tables(spark, cfg)
-    victim = {t: tables.read(t).where(F.col("run_id") == RUN).count()
-              for t in ("passage_occurrences", "extracted_passages", "matched_windows")}
-    assert victim["passage_occurrences"] > 0
-    legal = "1-or-1--"
-    tables.merge("runs", tables.read("runs").where(F.col("run_id") == RUN).withColumn("run_id", F.lit(legal)))
-    tables.merge("samples", tables.read("samples").where(F.col("run_id") == RUN)
-                 .limit(5).withColumn("run_id", F.lit(legal)))
-    tables.merge("run_steps", tables.read("run_steps").where((F.col("run_id") == RUN) & (F.col("step") == "generate"))
-                 .withColumn("run_id", F.lit(legal)))
-    assert main(["match", "--config", str(path), "--run-id", legal]) == 0
-    capsys.readouterr()
-    after = {t: tables.read(t).where(F.col("run_id") == RUN).count() for t in victim}
-    assert after == victim
-    assert tables.read("passage_occurrences").where(F.col("run_id") == legal).count() <= victim[
-        "passage_occurrences"]
-    assert main(["purge", "--config", str(path), "--run-id", legal]) == 0
+    assert _rows_of(tables, VICTIM, planted) == planted
+    own = _rows_of(tables, RUN, ("samples", "passage_occurrences", "extracted_passages", "matched_windows",
+                                  "run_metrics", "candidates", "probes", "runs"))
+    assert all(own.values()), own
 
 
 def _needles(spark, cfg) -> list[str]:
@@ -190,7 +214,7 @@ def test_purge_with_vacuum_leaves_no_copy_of_the_run(spark, bundle_run, capsys):
     exports) is gone after ``purge --vacuum``, another run's rows and files stay, raw personal
     values (stored: this config allows it) never reach a Delta log's statistics, and purging
     again is a no-op."""
-    cfg, path, _, root = bundle_run
+    cfg, path, _, root, planted = bundle_run
     tables = Tables(spark, cfg)
     elsewhere = root / "review-queue"
     assert main(["review", "export", "--config", str(path), "--run-id", RUN, "--out", str(elsewhere),
@@ -231,6 +255,7 @@ def test_purge_with_vacuum_leaves_no_copy_of_the_run(spark, bundle_run, capsys):
     assert tables.read("run_steps").where(F.col("run_id") == RUN).count() == 0
     kept = {t: tables.read(t).where(F.col("run_id") == "keep").count() for t in ("samples", "run_metrics")}
     assert kept == {"samples": 1, "run_metrics": run_rows["run_metrics"]}  # another run's rows stay
+    assert _rows_of(tables, VICTIM, planted) == planted
     assert _files_holding(root, [keep_text])
     assert main(["purge", "--config", str(path), "--run-id", RUN]) == 0
     assert json.loads(capsys.readouterr().out)["rows_deleted_total"] == 0  # purging again is a no-op

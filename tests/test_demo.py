@@ -139,7 +139,7 @@ def _check_probes(spark, demo_assets, base, tables, summary, html, monkeypatch):
 
     # Resume: drop the target's sampled rows, fail after the first committed chunk, rerun.
     cfg = demo_config(demo_assets, base.model_copy(update={"probe": base.probe.model_copy(
-        update={"chunk_probes": 8})}))
+        update={"chunk_probes": 14})}))
     key = ["probe_id", "mode"]
     before = (tables.read("probes").where(F.col("run_id") == run_id).drop("created_at").toPandas()
               .sort_values(key).reset_index(drop=True))

@@ -287,6 +287,31 @@ def test_settings_that_do_not_match_the_existing_index_are_refused(spark, tmp_pa
         index.check_tokenizer("gpt2@0000")
 
 
+def test_the_same_tokenizer_at_another_path_leaves_the_index_row_alone(spark, tmp_path, word_tokenizer):
+    """Two models carrying copies of one tokenizer (the demo's target and control) index the
+    same unchanged corpus in turn: no commit to corpus_index.  Once the recorded copy is
+    gone, the next build records the path that works."""
+    import shutil
+
+    from pyspark.sql import functions as F
+
+    copy = str(shutil.copytree(word_tokenizer, tmp_path / "copy-of-tokenizer"))
+    corpus = write_jsonl(tmp_path / "c", [{"id": "a", "text": "w1 w2 w3 w4"}])
+    first = index_config(tmp_path, copy, corpus, corpus_id="shared")
+    build_index(spark, first)
+    tables = Tables(spark, first)
+    version = tables.delta("corpus_index").history(1).first()["version"]
+    again = build_index(spark, index_config(tmp_path, word_tokenizer, corpus, corpus_id="shared"))
+    assert again["source_unchanged_since"]
+    assert tables.delta("corpus_index").history(1).first()["version"] == version
+    row = tables.read("corpus_index").where(F.col("corpus_id") == "shared").first()
+    assert row.tokenizer_path == copy
+    shutil.rmtree(copy)
+    build_index(spark, index_config(tmp_path, word_tokenizer, corpus, corpus_id="shared"))
+    row = tables.read("corpus_index").where(F.col("corpus_id") == "shared").first()
+    assert row.tokenizer_path == word_tokenizer
+
+
 def test_empty_corpus_and_missing_tokenizer_are_clear_errors(spark, tmp_path, word_tokenizer):
     empty = tmp_path / "empty"
     empty.mkdir()

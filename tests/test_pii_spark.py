@@ -253,3 +253,36 @@ def test_errors_and_cli(spark, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("EXTRACTION_AUDIT_PII_KEY")
     assert main(["pii", "--config", str(config_path), "--run-id", "missing-run"]) == 2
     assert "EXTRACTION_AUDIT_PII_KEY" in capsys.readouterr().err
+
+
+def test_purge_leaves_no_copy_in_tables_with_deletion_vectors(spark, tmp_path):
+    """With deletion vectors on (the default for new tables on recent Databricks runtimes) a
+    DELETE only marks rows: the run's values stay in the data file.  Purge must rewrite such
+    files so that VACUUM removes every copy: in an unpartitioned table (run_metrics, the other
+    run's rows in the same file; fails without the rewrite) and in one partitioned by run
+    (samples, whole files dropped)."""
+    from extraction_audit.pii.retention import purge_run
+
+    cfg = make_config(tmp_path, storage={"retention_hours": 0})
+    tables = Tables(spark, cfg)
+    for name in ("run_metrics", "samples"):
+        spark.sql(f"ALTER TABLE {tables.ref(name)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    tables.append("run_metrics", spark.createDataFrame(
+        [(run, budget, budget * 10) for run in ("gone", "kept") for budget in (100, 1000)],
+        "run_id STRING, budget_tokens BIGINT, generated_tokens BIGINT").coalesce(1))
+    tables.append("samples", spark.createDataFrame(
+        [(run, i, f"{run} secret text {i}") for run in ("gone", "kept") for i in range(3)],
+        "run_id STRING, sample_id BIGINT, text STRING").coalesce(1))
+
+    def copies(name: str) -> list[str]:
+        files = sorted(Path(tables.location(name)).rglob("*.parquet"))
+        assert files
+        return [str(f) for f in files if "gone" in pq.read_table(f).column("run_id").to_pylist()]
+
+    assert copies("run_metrics") and copies("samples")
+    stats = purge_run(spark, cfg, "gone", vacuum=True)
+    assert stats["rows_deleted"]["run_metrics"] == 2 and stats["rows_deleted"]["samples"] == 3
+    assert copies("run_metrics") == [] and copies("samples") == []
+    assert tables.read("run_metrics").where(F.col("run_id") == "kept").count() == 2
+    assert sorted(r.text for r in tables.read("samples").where(F.col("run_id") == "kept").collect()) == [
+        f"kept secret text {i}" for i in range(3)]

@@ -62,14 +62,13 @@ def _planted_rows(spark, tables: Tables, run_id: str) -> dict[str, int]:
 
     from extraction_audit.tables import TABLES
 
-    defaults = {"STRING": VICTIM, "INT": 0, "BIGINT": 0, "DOUBLE": 0.0, "BOOLEAN": False,
+    defaults = {"STRING": run_id, "INT": 0, "BIGINT": 0, "DOUBLE": 0.0, "BOOLEAN": False,
                 "TIMESTAMP": datetime.datetime(2026, 1, 1), "ARRAY<INT>": [], "ARRAY<STRING>": []}
     keyed = {name: spec for name, spec in TABLES.items() if "run_id" in spec.column_names}
 
     def plant(name):
         spec = keyed[name]
-        tables.append(name, spark.createDataFrame(
-            [tuple(run_id if c == "run_id" else defaults[t] for c, t, _ in spec.columns)], spec.schema))
+        tables.append(name, spark.createDataFrame([tuple(defaults[t] for _, t, _ in spec.columns)], spec.schema))
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(plant, keyed))
@@ -230,7 +229,7 @@ def test_purge_with_vacuum_leaves_no_copy_of_the_run(spark, bundle_run, capsys):
         [(RUN, 0, "email", 10_000, 10_021, "b***@example.org", "known-email", "bob.brown@example.org", "email")],
         "run_id STRING, sample_id BIGINT, entity_type STRING, char_start INT, char_end INT, "
         "value_redacted STRING, value_key STRING, value STRING, detector STRING"))
-    run_rows = {t: tables.read(t).where(F.col("run_id") == RUN).count() for t in ("samples", "run_metrics")}
+    run_rows = _rows_of(tables, RUN, ("samples", "run_metrics"))
     needles = _needles(spark, cfg)
     assert len(needles) >= 5 and "bob.brown@example.org" in needles
     raw = [r.value for r in tables.read("pii_findings").where(F.col("run_id") == RUN).collect()]
@@ -253,7 +252,7 @@ def test_purge_with_vacuum_leaves_no_copy_of_the_run(spark, bundle_run, capsys):
     assert _files_holding(root, needles) == {}
     assert tables.read("runs").where(F.col("run_id") == RUN).count() == 0
     assert tables.read("run_steps").where(F.col("run_id") == RUN).count() == 0
-    kept = {t: tables.read(t).where(F.col("run_id") == "keep").count() for t in ("samples", "run_metrics")}
+    kept = _rows_of(tables, "keep", ("samples", "run_metrics"))
     assert kept == {"samples": 1, "run_metrics": run_rows["run_metrics"]}  # another run's rows stay
     assert _rows_of(tables, VICTIM, planted) == planted
     assert _files_holding(root, [keep_text])

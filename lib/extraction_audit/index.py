@@ -48,6 +48,7 @@ from .errors import UserFacingError
 from .anchors import AnchorConfig, select_anchors
 from .hashing import HashConfig, bucket_of, hash_concatenated
 from .ids import id_predicate
+from .scratch import is_local_path
 from .tables import Tables, data_files
 from .tokenizer import check_model_location, load_tokenizer, same_tokenizer, tokenizer_fingerprint, vocab_size
 from .tokens import decode_tokens, token_width_for_vocab
@@ -515,9 +516,9 @@ def _still_holds_a_tokenizer(path: str | None) -> bool:
     still exists, or a remote location (not checked from the driver)."""
     if not path:
         return False
-    if "://" in path or path.startswith("dbfs:"):
+    if not is_local_path(path):
         return True
-    return Path(path).is_dir()
+    return Path(path.removeprefix("file://").removeprefix("file:")).is_dir()
 
 
 def _refresh_meta_counts(spark, tables: Tables, meta: IndexMeta, added: bool = True) -> None:

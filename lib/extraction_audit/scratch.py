@@ -34,13 +34,14 @@ def step_scratch(cfg: AuditConfig, run_id: str, step: str) -> str:
     return f"{run_scratch(cfg, run_id)}/{step}"
 
 
-def _is_local(path: str) -> bool:
+def is_local_path(path: str) -> bool:
+    """A path on this machine's file system (plain or ``file:``), not cluster storage."""
     return "://" not in path and not path.startswith("dbfs:") or path.startswith("file:")
 
 
 def delete_path(spark, path: str) -> bool:
     """Delete a file or folder, local or on cluster storage (Hadoop FileSystem); True if it existed."""
-    if _is_local(path):
+    if is_local_path(path):
         local = Path(path.removeprefix("file://").removeprefix("file:"))
         if local.is_dir():
             shutil.rmtree(local, ignore_errors=True)

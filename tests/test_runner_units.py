@@ -211,3 +211,36 @@ def test_the_first_step_prepares_in_the_background_and_waits_before_it_begins(sp
     Runner(spark, cfg).run_step("prepared", "import_samples")
     assert [e[0] for e in events] == ["prepare started", "prepare done", "begin"]
     assert events[0][1] == "prepare-import_samples"
+
+
+def test_a_minted_run_is_appended_unread_and_read_once_stored(spark, tmp_path, monkeypatch):
+    """An id this process minted cannot be stored yet: its ``runs`` row and first step row
+    are appended without reading either table (a fresh process's first reads cost seconds,
+    and appends do not conflict with other runs' writes).  Once stored, a second runner of
+    the same id reads it as usual: one ``runs`` row, one step row with a second attempt."""
+    import dataclasses
+
+    from extraction_audit import stages as S
+    from extraction_audit.runner import Runner
+    from extraction_audit.runs import new_run_id
+
+    reads = []
+    stage = dataclasses.replace(S.STAGES["import_samples"], check=None, prepare=None, begin=None,
+                                run=lambda ctx: reads.append("(the step)") or {"run_tokens": 0}, finish=None)
+    monkeypatch.setitem(S.STAGES, "import_samples", stage)
+    cfg = make_config(tmp_path)
+    tables = Tables(spark, cfg)
+    real_read = Tables.read
+    monkeypatch.setattr(Tables, "read", lambda self, name: reads.append(name) or real_read(self, name))
+    run_id = new_run_id("minted")
+
+    Runner(spark, cfg, tables).run_step(run_id, "import_samples")
+    assert reads[0] == "(the step)" and "runs" not in reads  # run_steps is read after the step only
+    reads.clear()
+    Runner(spark, cfg, tables).run_step(run_id, "import_samples")
+    assert "runs" in reads
+    monkeypatch.undo()
+    runs = Tables(spark, cfg).read("runs").where(F.col("run_id") == run_id).collect()
+    steps = Tables(spark, cfg).read("run_steps").where(F.col("run_id") == run_id).collect()
+    assert len(runs) == 1 and runs[0].status == "pending:match"
+    assert [(s.step, s.attempt, s.status) for s in steps] == [("import_samples", 2, "done")]

@@ -94,12 +94,15 @@ class Runner:
             validate_id(other, "compare run id")
         stages = [get_stage(s) for s in steps]
         record = RunRecord(self.tables, run_id)
-        # The run's row and its steps are read side by side (in a fresh process each first
-        # read costs seconds); the steps are used only when the run exists.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-steps") as pool:
-            stored_steps = pool.submit(record.steps)
-            run = record.get()
-            state = stored_steps.result() if run is not None else {}
+        if record.minted:  # minted by this process: nothing is stored under it yet
+            run, state = None, {}
+        else:
+            # The run's row and its steps are read side by side (in a fresh process each
+            # first read costs seconds); the steps are used only when the run exists.
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-steps") as pool:
+                stored_steps = pool.submit(record.steps)
+                run = record.get()
+                state = stored_steps.result() if run is not None else {}
         # What the user passed is checked before anything is written (a missing input or
         # model folder leaves no run row); a step already done, which an audit skips, is not.
         for stage in stages:

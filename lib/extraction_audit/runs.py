@@ -18,10 +18,16 @@ from .config import AuditConfig
 from .ids import validate_id
 from .tables import RUN_ARTIFACTS, RUN_STEPS, RUNS, Tables, with_conflict_retries
 
+#: Run ids this process minted (``new_run_id``): no other process knows them yet, so no
+#: row of theirs can exist and their first writes need not read the tables.
+_MINTED: set[str] = set()
+
 
 def new_run_id(prefix: str = "run") -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return f"{prefix}-{stamp}-{uuid.uuid4().hex[:6]}"
+    run_id = f"{prefix}-{stamp}-{uuid.uuid4().hex[:6]}"
+    _MINTED.add(run_id)
+    return run_id
 
 
 def now() -> datetime:
@@ -82,8 +88,12 @@ class RunRecord:
     def __init__(self, tables: Tables, run_id: str):
         self.tables = tables
         self.run_id = validate_id(run_id)
+        #: Minted by this process: the run's rows cannot exist before this record writes them.
+        self.minted = self.run_id in _MINTED
         self._run: dict[str, Any] | None = None
         self._finished: tuple[str, dict[str, Any]] | None = None  # a step end held by ``finish_later``
+        self._written_steps: set[str] = set()  # steps whose row this record wrote
+        self._created = False  # this record inserted the run's row
 
     # -- runs ----------------------------------------------------------------
     def get(self, refresh: bool = False) -> dict[str, Any] | None:
@@ -100,7 +110,8 @@ class RunRecord:
 
     def create(self, cfg: AuditConfig, **fields: Any) -> bool:
         """Insert the run row if absent (a re-run of the same run_id keeps the original);
-        True when this process inserted it."""
+        True when this process inserted it.  A minted run's row is appended: nothing to
+        match, and appends do not conflict with other runs' writes to the table."""
         row = {
             "run_id": self.run_id, "status": "created", "started_at": now(), "finished_at": None,
             "tokenizer": None, "generated_tokens": 0, "steps_done": [], "step_stats": "{}",
@@ -109,7 +120,13 @@ class RunRecord:
         }
         row.update(fields)
         df = self.tables.spark.createDataFrame([row], schema=RUNS.schema)
-        inserted = self.tables.merge("runs", df, update=False)
+        if self.minted:
+            self.tables.append("runs", df)
+            inserted = 1
+            _MINTED.discard(self.run_id)  # stored now: a later record of it reads as usual
+        else:
+            inserted = self.tables.merge("runs", df, update=False)
+        self._created = inserted == 1
         # Inserted by this process: stored as written, no need to read it back.  Otherwise
         # another process created it first: read what is stored.
         self._run = {c: row.get(c) for c in RUNS.column_names} if inserted == 1 else None
@@ -208,6 +225,11 @@ class RunRecord:
             self.flush()  # the same step again: two source rows may not update one row
         rows = [{"run_id": self.run_id, "step": step, "attempt": 1, **fields}]
         ended = self._finished
+        if ended is None and started and self._created and self.minted and step not in self._written_steps:
+            # The first row of a run this record created under a minted id: nothing to match.
+            self.tables.append("run_steps", self.tables.spark.createDataFrame(rows, schema=RUN_STEPS.schema))
+            self._written_steps.add(step)
+            return
         if ended is not None:
             rows.append({"run_id": self.run_id, "step": ended[0], **ended[1]})
         frame = self.tables.spark.createDataFrame(rows, schema=RUN_STEPS.schema)
@@ -232,6 +254,7 @@ class RunRecord:
 
         with_conflict_retries(run, f"record step {step}")
         self._finished = None
+        self._written_steps.add(step)
 
     # -- run_artifacts -------------------------------------------------------
     def record_artifacts(self, paths: Iterable[str], kind: str) -> None:

@@ -74,3 +74,19 @@ def test_leftovers_of_killed_processes_are_removed(tmp_path, exits):
     assert jvm_archive.java_options(tmp_path, jars)[0].startswith("-XX:ArchiveClassesAtExit=")
     assert not stale[0].exists()
     assert stale[1].read_text() == str(os.getpid()), "the stale marker was replaced by this process's"
+
+
+def test_the_local_driver_compiles_only_hot_code_with_c2_unless_the_user_says_otherwise(tmp_path):
+    """Short local runs spend much of their CPU in the C2 compiler (README design notes):
+    the local default raises its thresholds; the user's own JVM options come last and win,
+    and ``spark.short_session_jit: false`` leaves HotSpot's defaults."""
+    from extraction_audit.config import parse_config
+    from extraction_audit.spark import SHORT_SESSION_JIT, driver_java_options
+
+    default = driver_java_options(parse_config({}), tmp_path)
+    assert SHORT_SESSION_JIT in default and "-XX:Tier4InvocationThreshold=50000" in SHORT_SESSION_JIT
+    mine = parse_config({"spark": {"conf": {"spark.driver.extraJavaOptions": "-XX:Tier4InvocationThreshold=5000"}}})
+    options = driver_java_options(mine, tmp_path)
+    assert options.index(SHORT_SESSION_JIT) < options.index("-XX:Tier4InvocationThreshold=5000")
+    plain = driver_java_options(parse_config({"spark": {"short_session_jit": False}}), tmp_path)
+    assert not any("Tier4" in o for o in plain)

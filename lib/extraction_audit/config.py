@@ -54,6 +54,9 @@ class SparkConfig(Section):
     # Local driver JVMs share one class-data archive (recorded by the first one, in the
     # user cache next to the Delta jar list): 4-6 s less start-up per process.
     class_archive: bool = True
+    # Local driver JVMs compile with C2 only code ten times hotter than HotSpot's default
+    # thresholds: a run of minutes spends a large share of its CPU in the C2 compiler.
+    short_session_jit: bool = True
     conf: dict[str, str] = Field(default_factory=dict)
 
 

@@ -258,13 +258,16 @@ def test_errors_and_cli(spark, tmp_path, monkeypatch, capsys):
 def test_purge_leaves_no_copy_in_tables_with_deletion_vectors(spark, tmp_path):
     """With deletion vectors on (the default for new tables on recent Databricks runtimes) a
     DELETE only marks rows: the run's values stay in the data file.  Purge must rewrite such
-    files so that VACUUM removes every copy: in an unpartitioned table (run_metrics, the other
-    run's rows in the same file; fails without the rewrite) and in one partitioned by run
-    (samples, whole files dropped)."""
+    files so that VACUUM removes every copy: in an unpartitioned table (run_metrics as a
+    warehouse of an earlier version created it, the other run's rows in the same file; fails
+    without the rewrite) and in one partitioned by run (samples, whole files dropped)."""
     from extraction_audit.pii.retention import purge_run
+    from extraction_audit.tables import TABLES
 
-    cfg = make_config(tmp_path, storage={"retention_hours": 0})
+    cfg = make_config(tmp_path, seed_tables=False, storage={"retention_hours": 0})
     tables = Tables(spark, cfg)
+    spark.sql(f"CREATE TABLE {tables.ref('run_metrics')} ({TABLES['run_metrics'].ddl}) USING DELTA")
+    tables.ensure("samples")
     for name in ("run_metrics", "samples"):
         spark.sql(f"ALTER TABLE {tables.ref(name)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     tables.append("run_metrics", spark.createDataFrame(

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from .config import AuditConfig
-from .ids import validate_id
+from .ids import id_predicate, validate_id
 from .tables import RUN_ARTIFACTS, RUN_STEPS, RUNS, Tables, with_conflict_retries
 
 #: Run ids this process minted (``new_run_id``): no other process knows them yet, so no
@@ -125,7 +125,7 @@ class RunRecord:
             inserted = 1
             _MINTED.discard(self.run_id)  # stored now: a later record of it reads as usual
         else:
-            inserted = self.tables.merge("runs", df, update=False)
+            inserted = self.tables.merge("runs", df, update=False, run_id=self.run_id)
         self._created = inserted == 1
         # Inserted by this process: stored as written, no need to read it back.  Otherwise
         # another process created it first: read what is stored.
@@ -241,8 +241,12 @@ class RunRecord:
         if started:
             sets["attempt"] = "coalesce(t.attempt, 0) + 1"
 
+        # The literal run id confines the MERGE to the run's partition: another run's commits
+        # in between touch other partitions, so Delta has no conflict to reject.
+        on = f"t.run_id = s.run_id AND t.step = s.step AND {id_predicate('t.run_id', self.run_id)}"
+
         def run() -> None:
-            merge = tables.delta("run_steps").alias("t").merge(df.alias("s"), "t.run_id = s.run_id AND t.step = s.step")
+            merge = tables.delta("run_steps").alias("t").merge(df.alias("s"), on)
             start_only = None
             if ended is not None:
                 merge = merge.whenMatchedUpdate(condition="s._end", set={k: f"s.`{k}`" for k in ended[1]})
@@ -260,7 +264,8 @@ class RunRecord:
     def record_artifacts(self, paths: Iterable[str], kind: str) -> None:
         rows = [{"run_id": self.run_id, "path": str(p), "kind": kind, "written_at": now()} for p in paths]
         if rows:
-            self.tables.merge("run_artifacts", self.tables.spark.createDataFrame(rows, schema=RUN_ARTIFACTS.schema))
+            self.tables.merge("run_artifacts", self.tables.spark.createDataFrame(rows, schema=RUN_ARTIFACTS.schema),
+                              run_id=self.run_id)
 
 
 def _string_array(values):

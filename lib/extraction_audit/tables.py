@@ -202,6 +202,7 @@ RUNS = _table(TableSpec(
                                            "the derived metrics/calibrate steps)"),
     ),
     key=("run_id",),
+    partition_by=("run_id",),
 ))
 
 RUN_STEPS = _table(TableSpec(
@@ -224,6 +225,7 @@ RUN_STEPS = _table(TableSpec(
                                  "claimed atomically, so two processes never run the same one)"),
     ),
     key=("run_id", "step"),
+    partition_by=("run_id",),
 ))
 
 RUN_ARTIFACTS = _table(TableSpec(
@@ -236,6 +238,7 @@ RUN_ARTIFACTS = _table(TableSpec(
         ("written_at", "TIMESTAMP", "When written"),
     ),
     key=("run_id", "path"),
+    partition_by=("run_id",),
 ))
 
 SAMPLES = _table(TableSpec(
@@ -439,6 +442,7 @@ REVIEWS = _table(TableSpec(
         ("reviewed_at", "TIMESTAMP", "When reviewed"),
     ),
     key=("run_id", "sample_id", "reviewer"),
+    partition_by=("run_id",),
 ))
 
 RANK_CALIBRATION = _table(TableSpec(
@@ -457,6 +461,7 @@ RANK_CALIBRATION = _table(TableSpec(
         ("computed_at", "TIMESTAMP", "When computed"),
     ),
     key=("run_id", "score", "k_requested"),
+    partition_by=("run_id",),
 ))
 
 MATCHED_WINDOWS = _table(TableSpec(
@@ -501,6 +506,7 @@ RUN_METRICS = _table(TableSpec(
                                     "tokens); the other rows are budget checkpoints"),
     ),
     key=("run_id", "budget_tokens"),
+    partition_by=("run_id",),
 ))
 
 EXTRACTED_REGIONS = _table(TableSpec(
@@ -567,6 +573,7 @@ CHANCE_BASELINE = _table(TableSpec(
         ("computed_at", "TIMESTAMP", "When computed"),
     ),
     key=("run_id", "source"),
+    partition_by=("run_id",),
 ))
 
 PROBES = _table(TableSpec(

@@ -177,7 +177,7 @@ def compute_chance_baseline(spark, cfg: AuditConfig, run_id: str, match_fn: Matc
     tables = Tables(spark, cfg)
     from ..tables import CHANCE_BASELINE
 
-    tables.merge("chance_baseline", spark.createDataFrame([row], schema=CHANCE_BASELINE.schema))
+    tables.merge("chance_baseline", spark.createDataFrame([row], schema=CHANCE_BASELINE.schema), run_id=run_id)
     logging.getLogger(__name__).info("chance baseline for %s: %.4f share matched by chance (%.1fs)", run_id,
                                      row["share_extracted"], time.time() - started)
     return row

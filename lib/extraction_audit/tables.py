@@ -646,11 +646,12 @@ def with_conflict_retries(action: Callable[[], T], what: str, attempts: int = 8,
                           also: tuple[str, ...] = ()) -> T:
     """Run a Delta write, retrying when a concurrent writer committed first.
 
-    Two audits writing the same tables at once (different runs) conflict only on the
-    unpartitioned ``runs`` row updates or on metadata (a table both create); Delta's
-    optimistic concurrency rejects the later commit, and since every write here is
-    idempotent (``CREATE TABLE IF NOT EXISTS`` finds the table on the retry), retrying it
-    is safe."""
+    Every run-keyed table is partitioned by run id and every write names its run, so two
+    audits of different runs conflict only on metadata (a table both create) or in tables an
+    earlier version created unpartitioned; two processes of one run (the bundle's parallel
+    tasks) conflict on that run's ``runs`` and ``run_steps`` rows.  Delta's optimistic
+    concurrency rejects the later commit, and since every write here is idempotent
+    (``CREATE TABLE IF NOT EXISTS`` finds the table on the retry), retrying it is safe."""
     for attempt in range(attempts):
         try:
             return action()

@@ -219,6 +219,85 @@ def test_build_killed_after_its_anchor_commit_is_recorded_on_rerun(spark, tmp_pa
     assert meta.anchors == tables.read("corpus_anchors").where("corpus_id = 'late'").count() > 0
 
 
+def _build_states(spark, cfg, corpus_id: str) -> dict[str, str | None]:
+    rows = Tables(spark, cfg).read("corpus_index_builds").where(F.col("corpus_id") == corpus_id).collect()
+    return {r.build_id: r.state for r in rows}
+
+
+def test_build_stopped_before_writing_documents_is_recorded_abandoned(spark, tmp_path, word_tokenizer):
+    """Killed after recording its start, before its documents commit: the rerun records it
+    abandoned (nothing to finish) and indexes every document itself."""
+    import extraction_audit.index as index_mod
+
+    records = [{"id": f"d{i}", "text": words([i % 3, 1, 2, 3, i % 2])} for i in range(6)]
+    cfg = index_config(tmp_path, word_tokenizer, write_jsonl(tmp_path / "c", records), corpus_id="early")
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("simulated kill before the documents commit")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(index_mod, "tokenize_documents", crash)
+        with pytest.raises(KeyboardInterrupt):
+            build_index(spark, cfg)
+    assert list(_build_states(spark, cfg, "early").values()) == ["started"]
+    stats = build_index(spark, cfg)
+    assert (stats["builds_finished_after_crash"], stats["documents_added"]) == ([], 6)
+    assert sorted(_build_states(spark, cfg, "early").values()) == ["abandoned", "done"]
+    meta = Tables(spark, cfg).read("corpus_index").where("corpus_id = 'early'").collect()[0]
+    assert (meta.documents, meta.tokens) == (6, 30)
+    expected = brute_force({r["id"]: [i % 3, 1, 2, 3, i % 2] for i, r in enumerate(records)}, 3, 3)
+    assert table_as_dict(spark, cfg) == expected
+
+
+def test_an_unchanged_corpus_build_opens_no_document_file(spark, tmp_path, word_tokenizer):
+    """Crashed builds are found from their ``started`` rows, not by scanning every document's
+    build_id (a full column scan of a terabyte corpus, nightly): with the documents' data
+    files gone, a build of the unchanged source still finds nothing pending and reads nothing."""
+    records = [{"id": f"d{i}", "text": words([i, 1, 2, 3])} for i in range(4)]
+    cfg = index_config(tmp_path, word_tokenizer, write_jsonl(tmp_path / "c", records), corpus_id="quiet")
+    build_index(spark, cfg)
+    documents = Path(Tables(spark, cfg).location("corpus_documents"))
+    data_files = [f for f in documents.rglob("*.parquet") if "_delta_log" not in f.parts]
+    assert data_files
+    for f in data_files:
+        f.unlink()
+    stats = build_index(spark, cfg)
+    assert stats["source_unchanged_since"] and stats["builds_finished_after_crash"] == []
+
+
+def test_a_build_an_earlier_version_left_unrecorded_is_found_by_its_documents(spark, tmp_path, word_tokenizer):
+    """Builds recorded by an earlier version have no ``state`` and a crashed one no row at
+    all: its documents are scanned for it, once; the earlier rows are marked done."""
+    import extraction_audit.index as index_mod
+
+    records = [{"id": f"d{i}", "text": words([i % 3, 1, 2, 3, i % 2])} for i in range(6)]
+    first, rest = records[:2], records
+    cfg = index_config(tmp_path, word_tokenizer, write_jsonl(tmp_path / "a", first), corpus_id="old")
+    build_index(spark, cfg)
+    cfg = index_config(tmp_path, word_tokenizer, write_jsonl(tmp_path / "b", rest), corpus_id="old")
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("simulated kill after the documents commit")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(index_mod, "_add_build_anchors", crash)
+        with pytest.raises(KeyboardInterrupt):
+            build_index(spark, cfg)
+    tables = Tables(spark, cfg)
+    # What an earlier version leaves: no started row, the recorded build without a state.
+    tables.delete("corpus_index_builds", F.col("state") == "started")
+    tables.update("corpus_index_builds", F.col("corpus_id") == "old", {"state": F.lit(None).cast("string")})
+    assert list(_build_states(spark, cfg, "old").values()) == [None]
+
+    stats = build_index(spark, cfg)
+    assert len(stats["builds_finished_after_crash"]) == 1
+    assert list(_build_states(spark, cfg, "old").values()) == ["done"] * 3
+    expected = brute_force({r["id"]: [i % 3, 1, 2, 3, i % 2] for i, r in enumerate(records)}, 3, 3)
+    assert table_as_dict(spark, cfg) == expected
+    meta = tables.read("corpus_index").where("corpus_id = 'old'").collect()[0]
+    assert (meta.documents, meta.tokens) == (6, 30)
+
+
 # ----------------------------------------------------------------------------- ingestion
 def test_bad_records_are_counted_by_reason_and_the_rest_indexed(spark, tmp_path, word_tokenizer):
     corpus = tmp_path / "bad"

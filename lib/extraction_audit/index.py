@@ -296,11 +296,12 @@ def build_index(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
     if stored is None:  # first build: the settings are recorded before any document is written
         _write_meta(spark, tables, meta)
 
-    finished_builds = _finish_pending_builds(spark, tables, meta)
+    builds = _recorded_builds(tables, meta)
+    finished_builds = _finish_pending_builds(spark, tables, meta, builds)
     # Taken before the source is read: a file changed during this build changes the next
     # build's fingerprint, so that build reads the source again.
     snapshot = source_snapshot(spark, cfg) if cfg.index.skip_unchanged_source else None
-    unchanged_since = _build_of_snapshot(tables, meta, snapshot) if snapshot and not finished_builds else None
+    unchanged_since = _build_of_snapshot(builds, snapshot) if snapshot and not finished_builds else None
     if unchanged_since:
         # Every record of this source was indexed (or rejected) by that build: reading it
         # again (a full scan of the corpus, every night) would find nothing new.
@@ -331,6 +332,9 @@ def build_index(spark, cfg: AuditConfig, tables: Tables | None = None) -> dict:
             raise UserFacingError(f"corpus {cfg.corpus.id!r}: the source has no records ({cfg.corpus.path})")
         already = int(counts.get(None, 0))
         if new:
+            # Recorded before the documents: how a rerun finds a build that stopped after
+            # writing them from this small table, instead of scanning every document's build_id.
+            _record_builds_started(spark, tables, meta, [build_id], started)
             new_docs = classified.where(F.col("_reject").isNull() & F.col("_present").isNull()).drop("_present")
             tokenized = (tokenize_documents(new_docs, meta.tokenizer_path, meta.token_width)
                          .withColumn("corpus_id", F.lit(meta.corpus_id))
@@ -453,42 +457,109 @@ def _anchor_commits(tables: Tables) -> dict[str, int]:
     return {r["userMetadata"]: int(r["rows"] or 0) for r in hist.collect()}
 
 
-def _finish_pending_builds(spark, tables: Tables, meta: IndexMeta) -> list[str]:
-    """Builds whose documents were written but whose n-grams were not merged (a crash)."""
+def _recorded_builds(tables: Tables, meta: IndexMeta) -> list[dict]:
+    """The corpus's rows of ``corpus_index_builds`` (one small row per build), read once."""
     from pyspark.sql import functions as F
 
-    recorded = tables.read("corpus_index_builds").where(F.col("corpus_id") == meta.corpus_id).select("build_id")
-    pending = sorted(r[0] for r in tables.read("corpus_documents").where(F.col("corpus_id") == meta.corpus_id)
-                     .select("build_id").distinct().join(recorded, "build_id", "left_anti").collect())
-    if not pending:
-        return []
+    rows = (tables.read("corpus_index_builds").where(F.col("corpus_id") == meta.corpus_id)
+            .select("build_id", "state", "source_snapshot", "started_at", "finished_at").collect())
+    return [r.asDict() for r in rows]
+
+
+def _pending_build_ids(tables: Tables, meta: IndexMeta, builds: list[dict]) -> list[str]:
+    """Builds that may have written documents without being recorded done.
+
+    Every build of this version records itself ``started`` before its documents, so once a
+    corpus has such a row the started ones are all there is to look at.  A corpus whose
+    builds were all recorded by an earlier version (``state`` NULL) may hold documents of a
+    build that stopped before recording itself: only its documents name it, so they are
+    scanned, once (the first build of this version finishes them before it records its
+    own start)."""
+    from pyspark.sql import functions as F
+
+    if any(b["state"] is not None for b in builds):
+        return sorted(b["build_id"] for b in builds if b["state"] == "started")
+    recorded = {b["build_id"] for b in builds}
+    written = (tables.read("corpus_documents").where(F.col("corpus_id") == meta.corpus_id)
+               .select("build_id").distinct().collect())
+    return sorted(r[0] for r in written if r[0] not in recorded)
+
+
+def _finish_pending_builds(spark, tables: Tables, meta: IndexMeta, builds: list[dict]) -> list[str]:
+    """Finish builds that stopped after writing their documents (a crash): their anchors
+    are added unless their anchor commit is there, and they are recorded done.  A started
+    build none of whose documents are stored stopped before writing them: recorded
+    abandoned.  Returns the builds finished."""
+    from pyspark.sql import functions as F
+
+    pending = _pending_build_ids(tables, meta, builds)
+    legacy = all(b["state"] is None for b in builds)
+    if legacy and pending:
+        # Found by the scan: recorded started first, so a crash while finishing them leaves
+        # them where the next build looks.
+        _record_builds_started(spark, tables, meta, pending, _now())
+    finished = _finish_builds(spark, tables, meta, builds, pending) if pending else []
+    if builds and legacy:
+        # Recorded by an earlier version: marked done, so the next build reads this table
+        # instead of scanning the documents.
+        tables.update("corpus_index_builds", (F.col("corpus_id") == meta.corpus_id) & F.col("state").isNull(),
+                      {"state": F.lit("done")})
+    return finished
+
+
+def _finish_builds(spark, tables: Tables, meta: IndexMeta, builds: list[dict], pending: list[str]) -> list[str]:
+    from pyspark.sql import functions as F
+
+    started_at = {b["build_id"]: b["started_at"] for b in builds}
     merged = _anchor_commits(tables)
+    finished = []
     for build_id in pending:
-        if build_id not in merged:
+        # Each documents file holds one build (one append), so its build_id statistics let
+        # Delta skip every other build's files.
+        docs_of_build = tables.read("corpus_documents").where(
+            (F.col("corpus_id") == meta.corpus_id) & (F.col("build_id") == build_id))
+        if build_id in merged:
+            added = docs_of_build.agg(F.count(F.lit(1)).alias("d"), F.sum("n_tokens").alias("t")).collect()[0]
+            docs, tokens, anchors = int(added["d"]), int(added["t"] or 0), merged[build_id]
+        elif not docs_of_build.limit(1).collect():
+            log.warning("index build %s stopped before writing documents: recorded abandoned", build_id)
+            _record_build(spark, tables, meta, {
+                "build_id": build_id, "records_read": 0, "documents_added": 0, "documents_already_present": 0,
+                "tokens_added": 0, "anchors_added": 0, "skipped": {}, "seconds": 0.0},
+                started_at.get(build_id) or _now(), state="abandoned")
+            continue
+        else:
             log.warning("finishing interrupted index build %s", build_id)
             docs, tokens, anchors = _add_build_anchors(spark, tables, meta, build_id)
-        else:
-            added = (tables.read("corpus_documents").where(F.col("build_id") == build_id)
-                     .agg(F.count(F.lit(1)).alias("d"), F.sum("n_tokens").alias("t")).collect()[0])
-            docs, tokens, anchors = int(added["d"]), int(added["t"] or 0), merged[build_id]
         _record_build(spark, tables, meta, {
             "build_id": build_id, "records_read": 0, "documents_added": docs,
             "documents_already_present": 0, "tokens_added": tokens, "anchors_added": anchors,
-            "skipped": {"finished_after_crash": 0}, "seconds": 0.0}, _now())
-    return pending
+            "skipped": {"finished_after_crash": 0}, "seconds": 0.0}, started_at.get(build_id) or _now())
+        finished.append(build_id)
+    return finished
 
 
-def _build_of_snapshot(tables: Tables, meta: IndexMeta, snapshot: str) -> str | None:
-    """The latest recorded build of this corpus that read the source in this state."""
-    from pyspark.sql import functions as F
-
-    rows = (tables.read("corpus_index_builds")
-            .where((F.col("corpus_id") == meta.corpus_id) & (F.col("source_snapshot") == snapshot))
-            .orderBy(F.desc("finished_at")).select("build_id").limit(1).collect())
-    return rows[0]["build_id"] if rows else None
+def _build_of_snapshot(builds: list[dict], snapshot: str) -> str | None:
+    """The latest build of this corpus recorded done that read the source in this state."""
+    done = [b for b in builds if b["source_snapshot"] == snapshot and b["state"] in (None, "done")]
+    return max(done, key=lambda b: b["finished_at"])["build_id"] if done else None
 
 
-def _record_build(spark, tables: Tables, meta: IndexMeta, stats: dict, started: datetime) -> None:
+def _record_builds_started(spark, tables: Tables, meta: IndexMeta, build_ids: list[str], started: datetime) -> None:
+    """Append the builds' ``started`` rows (ids with no row yet: nothing to match, so an
+    append, which no other writer's commit conflicts with)."""
+    from .tables import CORPUS_INDEX_BUILDS
+
+    rows = [{"corpus_id": meta.corpus_id, "build_id": build_id, "started_at": started, "finished_at": None,
+             "records_read": 0, "documents_added": 0, "documents_already_present": 0, "tokens_added": 0,
+             "skipped": {}, "seconds": None, "anchors_added": 0, "source_snapshot": None, "state": "started"}
+            for build_id in build_ids]
+    tables.append("corpus_index_builds", spark.createDataFrame(rows, CORPUS_INDEX_BUILDS.schema))
+
+
+def _record_build(spark, tables: Tables, meta: IndexMeta, stats: dict, started: datetime,
+                  state: str = "done") -> None:
+    """Record the build (a keyed MERGE: it replaces the build's ``started`` row)."""
     from .tables import CORPUS_INDEX_BUILDS
 
     row = {
@@ -498,6 +569,7 @@ def _record_build(spark, tables: Tables, meta: IndexMeta, stats: dict, started: 
         "documents_already_present": stats["documents_already_present"],
         "tokens_added": stats["tokens_added"], "skipped": stats["skipped"], "seconds": stats["seconds"],
         "anchors_added": stats.get("anchors_added"), "source_snapshot": stats.get("source_snapshot"),
+        "state": state,
     }
     tables.merge("corpus_index_builds", spark.createDataFrame([row], CORPUS_INDEX_BUILDS.schema))
 
@@ -597,7 +669,8 @@ def corpus_stats(spark, cfg: AuditConfig, tables: Tables | None = None, count_ng
         "document_bytes_per_token": round(doc_bytes / tokens, 3) if tokens else None,
         "builds": [{"build_id": b.build_id, "documents_added": b.documents_added,
                     "documents_already_present": b.documents_already_present,
-                    "tokens_added": b.tokens_added, "skipped": dict(b.skipped or {}), "seconds": b.seconds}
+                    "tokens_added": b.tokens_added, "skipped": dict(b.skipped or {}), "seconds": b.seconds,
+                    "state": b.state or "done"}
                    for b in builds],
         "hash": asdict(meta.hash_config),
     }

@@ -171,6 +171,9 @@ CORPUS_INDEX_BUILDS = _table(TableSpec(
         ("source_snapshot", "STRING", "Fingerprint of the source as the build read it (its files' paths, sizes "
                                       "and modification times, or its Delta version, and the corpus settings); "
                                       "a later build that finds the same fingerprint reads nothing"),
+        ("state", "STRING", "started (recorded before the build writes documents), done, or abandoned (started, "
+                            "no documents committed: stopped before its first write); NULL: recorded by an "
+                            "earlier version, done"),
     ),
     key=("corpus_id", "build_id"),
 ))

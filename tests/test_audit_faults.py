@@ -1,4 +1,4 @@
-"""Production faults: real process kills mid-generation and mid-match (two of the three
+"""Production faults: real process kills mid-generation and mid-match (one of the three
 processes on a real multi-executor local-cluster master), concurrent runs, and bad input
 giving one clear error."""
 
@@ -109,20 +109,21 @@ CLUSTER = ("--set", "spark.master=local-cluster[2,1,1024]")
 
 def test_killed_mid_generation_and_mid_match_then_rerun_on_separate_executors_equals_uninterrupted(
         spark, audit_setup):
-    """Three processes of one run: the first, on a real multi-executor master (separate
-    executor JVMs and Python workers, as on a cluster), is killed once it has committed a
-    generation chunk; the second resumes generation locally and is killed mid-match; the
-    third, on separate executors again, finishes the match.  The findings equal the
-    uninterrupted in-process reference, so generation and matching give the same rows on
-    separate executors as locally, and a killed step resumes to the same rows: the samples
-    committed before the kill are kept as they were, and the resumed step generates only
-    the rest (its statistics count the samples already there)."""
+    """Three processes of one run: the first is killed once it has committed a generation
+    chunk; the second, on a real multi-executor master (separate executor JVMs and Python
+    workers, as on a cluster), resumes generation and is killed mid-match; the third
+    finishes the match.  The findings equal the uninterrupted in-process reference, so
+    generation gives the same rows on separate executors as locally, and a killed step
+    resumes to the same rows: the samples committed before the kill are kept as they were,
+    and the resumed step generates only the rest (its statistics count the samples already
+    there).  One process of the three pays for executor JVMs (local-cluster start-up and
+    warm-up is the test's largest cost)."""
     path, cfg = audit_setup
     warehouse = Path(cfg.storage.warehouse)
     run_id = "killed"
     # Killed once a chunk's commit is in the samples table's log (its data files come first).
     log = warehouse / "samples" / "_delta_log"
-    kill_when(cli(path, "--run-id", run_id, *CLUSTER),
+    kill_when(cli(path, "--run-id", run_id),
               lambda: any(f"run_id={run_id}/" in p.read_text(errors="replace") for p in log.glob("*.json")))
     assert status(spark, cfg, run_id) == "running:generate"  # the kill left no chance to finish or fail
     snapshot = run_rows(spark, cfg, "samples", run_id)
@@ -130,13 +131,13 @@ def test_killed_mid_generation_and_mid_match_then_rerun_on_separate_executors_eq
     assert 0 < committed.count() < run_rows(spark, cfg, "samples", "reference").count()
 
     staging = warehouse / "_staging" / run_id / "match"
-    kill_when(cli(path, "--run-id", run_id), lambda: staging.exists())
+    kill_when(cli(path, "--run-id", run_id, *CLUSTER), lambda: staging.exists())
     assert status(spark, cfg, run_id) == "running:match"
     assert "generate" in Tables(spark, cfg).read("runs").where(F.col("run_id") == run_id).collect()[0].steps_done
     generate = Tables(spark, cfg).read("run_steps").where((F.col("run_id") == run_id) & (F.col("step") == "generate"))
     assert json.loads(generate.first().stats)["samples_already_present"] == committed.count()
 
-    done = subprocess.run(cli(path, "--run-id", run_id, *CLUSTER), capture_output=True, text=True, timeout=1200)
+    done = subprocess.run(cli(path, "--run-id", run_id), capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     assert status(spark, cfg, run_id) == "complete"
     samples = Tables(spark, cfg).read("samples").where(F.col("run_id") == run_id)

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 def test_demo_audits_target_and_control_and_writes_the_report(spark, demo_assets, tmp_path, capsys, monkeypatch):
     # A few known-prefix probes per stratum, generated in one chunk per mode.
     base = make_config(tmp_path, probe={"per_stratum": 3, "chunk_probes": 4096})
-    summary = run_demo(spark, demo_dir=str(demo_assets.root), budget_tokens=3000, base=base)
+    summary = run_demo(spark, demo_dir=str(demo_assets.root), budget_tokens=1000, base=base)
     out = capsys.readouterr().out
     assert "extraction-audit demo: summary" in out and "top rare passages" in out
 
@@ -41,9 +41,9 @@ def test_demo_audits_target_and_control_and_writes_the_report(spark, demo_assets
     assert steps[(target_id, "generate")].started_at < max(r.finished_at for r in control_steps)
 
     target = summary["metrics"][summary["run_id"]]
-    assert [m["budget_tokens"] for m in target if not m["is_whole_run"]][:5] == [30, 100, 300, 1000, 3000]
+    assert [m["budget_tokens"] for m in target if not m["is_whole_run"]] == [10, 100, 1000]
     assert target[-1]["is_whole_run"] and target[-1]["scope"] == "whole run"
-    assert target[-1]["generated_tokens"] >= 3000 * 0.9
+    assert target[-1]["generated_tokens"] >= 1000 * 0.9
     # The tiny model memorised its planted rare passages: the audit must find some of them,
     # with exact document counts of one or two.
     assert target[-1]["distinct_rare_passages"] >= 1

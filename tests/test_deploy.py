@@ -99,6 +99,22 @@ def test_cluster_configs_validate():
         assert cfg.index.n == 50
 
 
+def test_relative_storage_paths_resolve_against_the_working_folder(tmp_path, monkeypatch):
+    """``warehouse: data`` is a folder, not a hub id: every storage location resolves to an
+    absolute path (Delta refuses a relative table path) and URIs pass through."""
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"storage": {"warehouse": "wh", "staging_dir": "scratch", "cache_dir": "c"},
+                                      "spark": {"log_file": "logs/spark.log"}, "report": {"output_dir": "rep"}}))
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(config)
+    for value, folder in ((cfg.storage.warehouse, "wh"), (cfg.storage.staging_dir, "scratch"),
+                          (cfg.storage.cache_dir, "c"), (cfg.spark.log_file, "logs/spark.log"),
+                          (cfg.report.output_dir, "rep")):
+        assert cfg.resolve(value) == str(tmp_path.resolve() / folder)
+    uri = load_config(config, {"storage.warehouse": "abfss://c@a.dfs.core.windows.net/wh"})
+    assert uri.resolve(uri.storage.warehouse) == "abfss://c@a.dfs.core.windows.net/wh"
+
+
 def test_job_entry_points_call_real_subcommands():
     parser = build_parser()
     commands = set(parser._subparsers._group_actions[0].choices)  # noqa: SLF001

@@ -23,6 +23,15 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+def _local_path(value: str | None) -> str | None:
+    """A storage location is never a hub id: ``warehouse: data`` means ``./data`` (without the
+    prefix, ``AuditConfig.resolve`` would pass it through and Delta would refuse the
+    relative table path)."""
+    if value is None or not value.strip() or "://" in value or value.startswith(("dbfs:", "/", ".", "~")):
+        return value
+    return f"./{value}"
+
+
 class StorageConfig(Section):
     """Where the Delta tables live.
 
@@ -37,6 +46,8 @@ class StorageConfig(Section):
     staging_dir: str | None = None  # scratch Delta folders; default <warehouse>/_staging
     allow_raw_pii: bool = False
     retention_hours: int = Field(168, ge=0)
+
+    _local = field_validator("warehouse", "cache_dir", "staging_dir")(_local_path)
 
 
 class SparkConfig(Section):
@@ -58,6 +69,8 @@ class SparkConfig(Section):
     # thresholds: a run of minutes spends a large share of its CPU in the C2 compiler.
     short_session_jit: bool = True
     conf: dict[str, str] = Field(default_factory=dict)
+
+    _local = field_validator("log_file")(_local_path)
 
 
 class ModelConfig(Section):
@@ -306,6 +319,8 @@ class ReportConfig(Section):
     holdout_source: str | None = None
     holdout_text_column: str = "text"
     holdout_sequence_tokens: int | None = Field(None, ge=2)  # default: generation.sampling.max_new_tokens
+
+    _local = field_validator("output_dir")(_local_path)
 
 
 class ProbeConfig(Section):

@@ -130,18 +130,17 @@ def demo_assets(tmp_path_factory):
     return ensure_demo_assets(root)
 
 
-# Measured seconds per module (sum of its tests' durations, 2026-12-02 suite on a busy 2-core
+# Measured seconds per module (sum of its tests' durations, 2026-12-07 suite on a 2-core
 # machine, longest first).  ``--no-loadscope-reorder`` (pyproject) keeps this order: by
 # default xdist reorders files by their number of tests, so a long end-to-end module could
 # start last and run alone.  The first two modules go one to each worker: the bundle (which
 # trains the demo assets) and the match tests (which do not need them, so the second worker
 # never waits on the assets' lock).
-_MODULE_SECONDS = {"test_runner_production": 947, "test_match": 526, "test_audit_faults": 504, "test_demo": 349,
-                   "test_index": 319, "test_pii_spark": 197, "test_runner_units": 187, "test_generate_import": 136,
-                   "test_generate_job": 119, "test_report_build": 98, "test_synthetic": 95,
-                   "test_rank_candidates": 77, "test_pii_corpus_counts": 67,
-                   "test_report_notebooks": 59, "test_rank_review": 35, "test_rank_calibration": 25,
-                   "test_pii_demo": 18}
+_MODULE_SECONDS = {"test_runner_production": 531, "test_match": 375, "test_audit_faults": 280, "test_index": 197,
+                   "test_demo": 185, "test_pii_spark": 77, "test_generate_job": 70, "test_generate_import": 61,
+                   "test_report_build": 52, "test_runner_units": 42, "test_report_notebooks": 39,
+                   "test_rank_candidates": 39, "test_pii_corpus_counts": 38, "test_rank_review": 22,
+                   "test_rank_calibration": 18, "test_pii_demo": 15, "test_synthetic": 7}
 
 
 def pytest_collection_modifyitems(items):

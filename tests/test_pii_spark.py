@@ -18,7 +18,7 @@ from extraction_audit.runner import Runner
 from extraction_audit.runs import RunRecord
 from extraction_audit.tables import Tables
 
-from conftest import make_config
+from conftest import at_once, make_config
 
 CUSTOM = [{"name": "customer_id", "pattern": r"\bCUST-\d{6}\b"}]
 
@@ -253,6 +253,32 @@ def test_errors_and_cli(spark, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("EXTRACTION_AUDIT_PII_KEY")
     assert main(["pii", "--config", str(config_path), "--run-id", "missing-run"]) == 2
     assert "EXTRACTION_AUDIT_PII_KEY" in capsys.readouterr().err
+
+
+def test_raw_values_stay_out_of_statistics_from_the_first_commit_and_two_runs_fix_an_old_table_at_once(
+        spark, tmp_path):
+    """A new pii_findings has ``value`` out of its statistics from its first commit (no
+    second commit for two runs to race on); a table an earlier version made without the
+    property gets it from two runs starting their pii step at once, neither failing."""
+    from extraction_audit.pii.findings import _STATS_COLUMNS, ensure_findings_table
+
+    def stats_columns(tables):
+        return (spark.sql(f"DESCRIBE DETAIL {tables.ref('pii_findings')}").first()["properties"] or {}).get(
+            "delta.dataSkippingStatsColumns")
+
+    fresh = Tables(spark, make_config(tmp_path / "fresh", seed_tables=False))
+    fresh.ensure("pii_findings")
+    assert stats_columns(fresh) == ",".join(_STATS_COLUMNS) and "value" not in _STATS_COLUMNS
+    ensure_findings_table(fresh)
+    history = spark.sql(f"DESCRIBE HISTORY {fresh.ref('pii_findings')}").collect()
+    assert [h.operation for h in history] == ["CREATE TABLE"]
+
+    old = Tables(spark, make_config(tmp_path / "old", seed_tables=False))
+    old.ensure("pii_findings")
+    spark.sql(f"ALTER TABLE {old.ref('pii_findings')} UNSET TBLPROPERTIES ('delta.dataSkippingStatsColumns')")
+    assert stats_columns(old) is None
+    assert at_once(lambda: ensure_findings_table(Tables(spark, old.cfg)), threads=3) == []
+    assert stats_columns(old) == ",".join(_STATS_COLUMNS)
 
 
 def test_purge_leaves_no_copy_in_tables_with_deletion_vectors(spark, tmp_path):

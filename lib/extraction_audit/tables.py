@@ -346,6 +346,7 @@ PII_FINDINGS = _table(TableSpec(
     ),
     key=("run_id", "sample_id", "char_start"),
     partition_by=("run_id",),
+    private_columns=("value",),
 ))
 
 PII_CORPUS_INDEX = _table(TableSpec(

@@ -27,7 +27,7 @@ import pandas as pd
 from ..config import AuditConfig
 from ..errors import UserFacingError
 from ..ids import validate_id
-from ..tables import TABLES, Tables
+from ..tables import TABLES, Tables, with_conflict_retries
 from . import normalise as norm
 from .corpus_index import build_pii_corpus_index
 from .detectors import DetectionSettings, get_detector_set
@@ -43,9 +43,7 @@ DETECTIONS_DDL = ("sample_id BIGINT, entity_type STRING, char_start INT, char_en
 REDACTED_VIEW = "pii_findings_redacted"
 _REDACTED_COLUMNS = [c for c in TABLES["pii_findings"].column_names if c != "value"]
 # Delta statistics: scalar columns only, never the raw value nor the partition column.
-_STATS_COLUMNS = [c for c, t, _ in TABLES["pii_findings"].columns
-                  if c not in ("value", *TABLES["pii_findings"].partition_by)
-                  and t in ("STRING", "INT", "BIGINT", "DOUBLE", "TIMESTAMP")]
+_STATS_COLUMNS = TABLES["pii_findings"].stats_columns.split(",")  # every column but the raw value
 
 
 def sample_detection_batches(settings: DetectionSettings, keep_raw: bool):
@@ -100,13 +98,22 @@ def create_redacted_views(tables: Tables) -> list[str]:
 
 
 def ensure_findings_table(tables: Tables) -> None:
-    """Create pii_findings with ``value`` excluded from Delta's per-file statistics."""
+    """pii_findings with ``value`` excluded from Delta's per-file statistics.
+
+    A table ``Tables.ensure`` creates has the property from its first commit; one an earlier
+    version created without it gets it here.  Two runs doing so at once (the demo's target
+    and control) conflict on the table's metadata: the later one retries and then finds the
+    property set."""
     tables.ensure("pii_findings")
     ref = tables.ref("pii_findings")
-    props = tables.spark.sql(f"DESCRIBE DETAIL {ref}").first()["properties"] or {}
     wanted = ",".join(_STATS_COLUMNS)
-    if props.get("delta.dataSkippingStatsColumns") != wanted:
-        tables.spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ('delta.dataSkippingStatsColumns' = '{wanted}')")
+
+    def set_property() -> None:
+        props = tables.spark.sql(f"DESCRIBE DETAIL {ref}").first()["properties"] or {}
+        if props.get("delta.dataSkippingStatsColumns") != wanted:
+            tables.spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ('delta.dataSkippingStatsColumns' = '{wanted}')")
+
+    with_conflict_retries(set_property, "exclude pii_findings.value from statistics")
 
 
 def _control_keys(tables: Tables, settings: DetectionSettings, control_run_id: str, stats: dict):

@@ -43,7 +43,7 @@ DETECTIONS_DDL = ("sample_id BIGINT, entity_type STRING, char_start INT, char_en
 REDACTED_VIEW = "pii_findings_redacted"
 _REDACTED_COLUMNS = [c for c in TABLES["pii_findings"].column_names if c != "value"]
 # Delta statistics: scalar columns only, never the raw value nor the partition column.
-_STATS_COLUMNS = TABLES["pii_findings"].stats_columns.split(",")  # every column but the raw value
+_STATS_COLUMNS = TABLES["pii_findings"].stats_columns  # every column but the raw value, comma-separated
 
 
 def sample_detection_batches(settings: DetectionSettings, keep_raw: bool):
@@ -106,12 +106,12 @@ def ensure_findings_table(tables: Tables) -> None:
     property set."""
     tables.ensure("pii_findings")
     ref = tables.ref("pii_findings")
-    wanted = ",".join(_STATS_COLUMNS)
 
     def set_property() -> None:
         props = tables.spark.sql(f"DESCRIBE DETAIL {ref}").first()["properties"] or {}
-        if props.get("delta.dataSkippingStatsColumns") != wanted:
-            tables.spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ('delta.dataSkippingStatsColumns' = '{wanted}')")
+        if props.get("delta.dataSkippingStatsColumns") != _STATS_COLUMNS:
+            tables.spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES "
+                             f"('delta.dataSkippingStatsColumns' = '{_STATS_COLUMNS}')")
 
     with_conflict_retries(set_property, "exclude pii_findings.value from statistics")
 

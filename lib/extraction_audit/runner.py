@@ -143,6 +143,10 @@ class Runner:
                 if skip_done and state.get(stage.name, {}).get("status") == "done":
                     log.info("run %s: step %s already done, skipped", run_id, stage.name)
                     continue
+                if results and self._missing_inputs(run, stage, state):
+                    # Steps are not re-read after each step end (see ``_execute``): before
+                    # calling an input missing, see what other processes finished since.
+                    state = record.steps()
                 if stage.name in may_wait and (waiting := self._missing_inputs(run, stage, state)):
                     # A part of a run (``audit --steps match`` on a run planned with pii):
                     # the derived step starts when its last input is done, in that process.
@@ -214,10 +218,17 @@ class Runner:
         seconds = time.monotonic() - started
         ended = record.finish_later(stage.name, "done", seconds, jobs, stats=stats)
         delete_path(self.spark, scratch)
-        state = record.steps()
-        state[stage.name] = {**state.get(stage.name, {}), **ended}  # as it will be stored
-        if stage.changed(stats):
-            stale = [s for s in self._dependents(stage.name) if state.get(s, {}).get("status") == "done"]
+        dependents = self._dependents(stage.name) if stage.changed(stats) else []
+        if any(s in state for s in dependents):
+            # A dependent has a row (done before, or run by another process): read the
+            # steps as stored to mark the done ones stale.  Otherwise nothing another
+            # process wrote since this process's last read changes what happens next: a
+            # derived step it made ready is found by the read after the last step end.
+            state = record.steps()  # with this step's end as it will be stored
+        else:
+            state = {**state, stage.name: {**state.get(stage.name, {}), **ended}}
+        if dependents:
+            stale = [s for s in dependents if state.get(s, {}).get("status") == "done"]
             if stale:
                 record.mark_stale(stale)
                 state = record.steps()

@@ -149,7 +149,11 @@ class RunRecord:
         from pyspark.sql import functions as F
 
         rows = self.tables.read("run_steps").where(F.col("run_id") == self.run_id).collect()
-        return {r["step"]: r.asDict() for r in rows}
+        steps = {r["step"]: r.asDict() for r in rows}
+        if self._finished is not None:  # a step end held for the next commit, as it will be stored
+            step, fields = self._finished
+            steps[step] = {**steps.get(step, {}), **fields}
+        return steps
 
     def step_started(self, step: str) -> None:
         """Mark ``step`` running; a retry increments ``attempt`` on the same row.  A step
@@ -193,7 +197,10 @@ class RunRecord:
         token = uuid.uuid4().hex
         fields = {"status": "running", "started_at": now(), "finished_at": None, "seconds": None,
                   "spark_jobs": None, "error": None, "attempt_id": token}
-        self._merge_step(step, fields, started=True, only_if="t.status NOT IN ('running', 'done')")
+        changed = self._merge_step(step, fields, started=True, only_if="t.status NOT IN ('running', 'done')")
+        if changed is not None:
+            # The MERGE's own row counts, from the attempt that committed: no read back.
+            return changed == 1
         latest = self.steps().get(step) or {}
         return latest.get("attempt_id") == token
 
@@ -216,9 +223,11 @@ class RunRecord:
         self.tables.update("run_steps", key, {k: F.lit(v).cast(types[k]) for k, v in fields.items()})
 
     def _merge_step(self, step: str, fields: dict[str, Any], started: bool = False,
-                    only_if: str | None = None) -> None:
+                    only_if: str | None = None) -> int | None:
         """Insert or update ``step``'s row; with a held step end, update that row too, in the
-        same commit (each row by its own clause, told apart by ``_end``)."""
+        same commit (each row by its own clause, told apart by ``_end``).  Returns how many
+        rows of ``step`` the committed MERGE inserted or updated (0 or 1), None when Delta
+        reports no row counts."""
         from pyspark.sql import functions as F
 
         if self._finished is not None and self._finished[0] == step:
@@ -229,7 +238,7 @@ class RunRecord:
             # The first row of a run this record created under a minted id: nothing to match.
             self.tables.append("run_steps", self.tables.spark.createDataFrame(rows, schema=RUN_STEPS.schema))
             self._written_steps.add(step)
-            return
+            return 1
         if ended is not None:
             rows.append({"run_id": self.run_id, "step": ended[0], **ended[1]})
         frame = self.tables.spark.createDataFrame(rows, schema=RUN_STEPS.schema)
@@ -245,20 +254,21 @@ class RunRecord:
         # in between touch other partitions, so Delta has no conflict to reject.
         on = f"t.run_id = s.run_id AND t.step = s.step AND {id_predicate('t.run_id', self.run_id)}"
 
-        def run() -> None:
+        def run():
             merge = tables.delta("run_steps").alias("t").merge(df.alias("s"), on)
             start_only = None
             if ended is not None:
                 merge = merge.whenMatchedUpdate(condition="s._end", set={k: f"s.`{k}`" for k in ended[1]})
                 start_only = "NOT s._end"
             condition = " AND ".join(f"({c})" for c in (start_only, only_if) if c) or None
-            (merge.whenMatchedUpdate(condition=condition, set=sets)
-             .whenNotMatchedInsert(condition=start_only, values={c: f"s.`{c}`" for c in columns})
-             .execute())
+            return (merge.whenMatchedUpdate(condition=condition, set=sets)
+                    .whenNotMatchedInsert(condition=start_only, values={c: f"s.`{c}`" for c in columns})
+                    .execute())
 
-        with_conflict_retries(run, f"record step {step}")
+        metrics = with_conflict_retries(run, f"record step {step}")
         self._finished = None
         self._written_steps.add(step)
+        return _step_rows_changed(metrics, ended is not None)
 
     # -- run_artifacts -------------------------------------------------------
     def record_artifacts(self, paths: Iterable[str], kind: str) -> None:
@@ -266,6 +276,19 @@ class RunRecord:
         if rows:
             self.tables.merge("run_artifacts", self.tables.spark.createDataFrame(rows, schema=RUN_ARTIFACTS.schema),
                               run_id=self.run_id)
+
+
+def _step_rows_changed(metrics, with_end: bool) -> int | None:
+    """Rows of the started step a run_steps MERGE inserted or updated: its updated plus
+    inserted rows, less the held step end it also updated (that row always exists: the
+    step's start inserted it).  The metrics frame is a local relation: no Spark job."""
+    try:
+        row = metrics.first() if metrics is not None else None
+        if row is None or row["num_updated_rows"] is None or row["num_inserted_rows"] is None:
+            return None
+        return int(row["num_updated_rows"]) + int(row["num_inserted_rows"]) - (1 if with_end else 0)
+    except Exception:  # noqa: BLE001 - a Delta version that returns no metrics
+        return None
 
 
 def _string_array(values):

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from .config import AuditConfig
 from .ids import id_predicate, validate_id
-from .tables import RUN_ARTIFACTS, RUN_STEPS, RUNS, Tables, with_conflict_retries
+from .tables import RUN_ARTIFACTS, RUN_STEPS, RUNS, Tables, merge_row_counts, with_conflict_retries
 
 #: Run ids this process minted (``new_run_id``): no other process knows them yet, so no
 #: row of theirs can exist and their first writes need not read the tables.
@@ -281,14 +281,9 @@ class RunRecord:
 def _step_rows_changed(metrics, with_end: bool) -> int | None:
     """Rows of the started step a run_steps MERGE inserted or updated: its updated plus
     inserted rows, less the held step end it also updated (that row always exists: the
-    step's start inserted it).  The metrics frame is a local relation: no Spark job."""
-    try:
-        row = metrics.first() if metrics is not None else None
-        if row is None or row["num_updated_rows"] is None or row["num_inserted_rows"] is None:
-            return None
-        return int(row["num_updated_rows"]) + int(row["num_inserted_rows"]) - (1 if with_end else 0)
-    except Exception:  # noqa: BLE001 - a Delta version that returns no metrics
-        return None
+    step's start inserted it)."""
+    counts = merge_row_counts(metrics, "num_updated_rows", "num_inserted_rows")
+    return sum(counts) - (1 if with_end else 0) if counts is not None else None
 
 
 def _string_array(values):

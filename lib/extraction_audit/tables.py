@@ -671,15 +671,22 @@ def with_conflict_retries(action: Callable[[], T], what: str, attempts: int = 8,
     raise AssertionError("unreachable")
 
 
-def _inserted_rows(metrics) -> int | None:
-    """``num_inserted_rows`` of the one-row frame a Delta MERGE returns (a local relation:
-    reading it runs no Spark job)."""
+def merge_row_counts(metrics, *names: str) -> tuple[int, ...] | None:
+    """The named row counts (``num_inserted_rows`` ...) of the one-row frame a Delta MERGE
+    returns (a local relation: reading it runs no Spark job); None when any is missing."""
     try:
         row = metrics.first() if metrics is not None else None
-        value = row["num_inserted_rows"] if row is not None else None
+        values = [row[n] for n in names] if row is not None else None
     except Exception:  # noqa: BLE001 - older Delta versions return no metrics
         return None
-    return int(value) if value is not None else None
+    if values is None or any(v is None for v in values):
+        return None
+    return tuple(int(v) for v in values)
+
+
+def _inserted_rows(metrics) -> int | None:
+    counts = merge_row_counts(metrics, "num_inserted_rows")
+    return counts[0] if counts is not None else None
 
 
 class Tables:

@@ -219,3 +219,26 @@ def test_bad_input_gives_one_clear_error_and_never_a_complete_run(spark, audit_s
     capsys.readouterr()
     assert code == 2
     assert status(spark, cfg, "othertok") == "failed:match"
+
+
+def test_match_input_imports_and_matches_in_one_command(spark, audit_setup, tmp_path, capsys):
+    """``match --input``: samples generated elsewhere are imported and matched in one process;
+    the reference's generated tokens, imported as token ids, give the reference's passages."""
+    from extraction_audit.cli import main
+
+    path, cfg = audit_setup
+    tables = Tables(spark, cfg)
+    samples = tables.read("samples").where(F.col("run_id") == "reference").orderBy("sample_id").collect()
+    jsonl = tmp_path / "elsewhere.jsonl"
+    jsonl.write_text("".join(json.dumps({"id": f"s{r.sample_id}", "token_ids": list(r.token_ids)}) + "\n"
+                             for r in samples) + "{broken\n")
+    assert main(["match", "--config", str(path), "--run-id", "elsewhere", "--input", str(jsonl)]) == 0
+    out = capsys.readouterr().out
+    assert f"imported {len(samples)} of {len(samples) + 1} records" in out and "malformed_record: 1" in out
+    steps = {r.step: r.status for r in tables.read("run_steps").where(F.col("run_id") == "elsewhere").collect()}
+    assert steps == {"import_samples": "done", "match": "done", "metrics": "done"}
+    assert status(spark, cfg, "elsewhere") == "complete"
+    columns = ["token_ids", "n_samples", "doc_count", "doc_count_is_exact", "example_doc_ids", "is_low_entropy"]
+    passages = tables.read("extracted_passages")
+    assertDataFrameEqual(passages.where(F.col("run_id") == "elsewhere").select(columns),
+                         passages.where(F.col("run_id") == "reference").select(columns))

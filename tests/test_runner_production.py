@@ -276,7 +276,8 @@ def cli(argv: list[str]) -> int:
 
 HOSTILE = ["q'or'1'='1", "a\\b", "--", "x" * 300, "", "run id", "r;DROP"]
 COMMANDS = [
-    ["generate"], ["import-samples", "--input", "x.jsonl"], ["match"], ["pii"], ["rank"], ["report"], ["audit"],
+    ["generate"], ["import-samples", "--input", "x.jsonl"], ["match"],
+    ["match", "--input", "x.jsonl"], ["pii"], ["rank"], ["report"], ["audit"],
     ["purge"], ["review", "export"], ["review", "summary"], ["index"],
 ]
 

@@ -24,9 +24,12 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from .. import cli
 
-    stats = cli.run_stage(args, "import_samples", input=args.input, format=args.format)
+    print_imported(args.run_id, cli.run_stage(args, "import_samples", input=args.input, format=args.format))
+    return 0
+
+
+def print_imported(run_id: str, stats: dict) -> None:
     skipped = ", ".join(f"{k}: {v:,}" for k, v in stats["skipped"].items()) or "none"
-    print(f"run {args.run_id}: imported {stats['samples_imported']:,} of {stats['records_read']:,} records "
+    print(f"run {run_id}: imported {stats['samples_imported']:,} of {stats['records_read']:,} records "
           f"(skipped {skipped}); the run now holds {stats['run_samples']:,} samples, "
           f"{stats['run_tokens']:,} tokens")
-    return 0

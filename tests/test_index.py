@@ -101,6 +101,32 @@ def test_worker_encoder_equals_the_driver_tokenizer(demo_assets):
     assert encoder.encode([]) == []
 
 
+def test_worker_decoder_equals_the_driver_tokenizer(demo_assets):
+    """Workers decode with the Rust tokenizer alone: the same text as the driver's Hugging
+    Face ``batch_decode`` (the tokenizer's own clean-up setting, and clean-up off), on random
+    ids, special tokens and characters split across tokens; clean-up on falls back to it."""
+    import pickle
+
+    from extraction_audit.tokenizer import WorkerDecoder, encode_batch, load_tokenizer
+
+    path = str(demo_assets.model_dir)
+    tok = load_tokenizer(path)
+    rng = np.random.default_rng(5)
+    ids = [rng.integers(0, len(tok), size=int(n)).tolist() for n in rng.integers(1, 80, size=40)]
+    ids += encode_batch(tok, ["café ñandú 東京 🙂 ,  x .", "don 't stop !"])
+    ids.append([i for i in encode_batch(tok, ["東京"])[0]][:1])  # half a character
+    ids.append(sorted(tok.all_special_ids) + ids[0][:5])
+    for clean_up in (None, False):
+        decoder = pickle.loads(pickle.dumps(WorkerDecoder(path, clean_up=clean_up)))
+        assert decoder.definition is not None, "no clean-up: the Rust decoder alone"
+        want = tok.batch_decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=clean_up)
+        assert decoder.decode([np.asarray(x) for x in ids]) == want
+    cleaned = WorkerDecoder(path, clean_up=True)
+    assert cleaned.definition is None
+    assert cleaned.decode(ids) == tok.batch_decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=True)
+    assert cleaned.decode([]) == []
+
+
 def test_hash_in_spark_udf_equals_driver(spark):
     cfg = HashConfig(n=4)
     seqs = [[1, 2, 3, 4, 5, 6], [9, 9, 9, 9], [70000, 1, 2, 3, 4]]

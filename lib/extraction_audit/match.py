@@ -58,7 +58,7 @@ from .hashing import HashConfig, bucket_of, hash_concatenated
 from .index import IndexMeta, NgramIndex
 from .scratch import materialise, materialise_counted, read_scratch
 from .tables import Tables, data_files
-from .tokenizer import load_tokenizer
+from .tokenizer import WorkerDecoder
 from .tokens import decode_tokens
 
 log = logging.getLogger(__name__)
@@ -421,13 +421,12 @@ class Matcher:
 
     def describe(self, passages):
         """Decoded text, low-entropy flag and reason for each distinct passage."""
-        tok_path, mc = self.meta.tokenizer_path, self.cfg.match
+        mc = self.cfg.match
+        decoder = WorkerDecoder(self.meta.tokenizer_path, clean_up=False)  # a bad tokenizer fails here
 
         def decode(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-            tok = load_tokenizer(tok_path)
             for pdf in batches:
-                texts = tok.batch_decode([list(map(int, t)) for t in pdf["token_ids"]],
-                                         skip_special_tokens=False, clean_up_tokenization_spaces=False)
+                texts = decoder.decode(list(pdf["token_ids"]))
                 reasons = [low_entropy_reason(np.asarray(t), s, mc) for t, s in zip(pdf["token_ids"], texts)]
                 yield pd.DataFrame({"passage_id": pdf["passage_id"], "text": texts,
                                     "is_low_entropy": [r is not None for r in reasons],

@@ -89,6 +89,28 @@ def _encode_whole(backend, texts: list[str]) -> list[list[int]]:
     return [e.ids for e in backend.encode_batch_fast(list(texts), add_special_tokens=False)]
 
 
+def _rust_tokenizer(definition: str, digest: str):
+    """The ``tokenizers`` object of a definition, built once per worker process."""
+    backend = _RUST_TOKENIZERS.get(digest)
+    if backend is None:
+        from tokenizers import Tokenizer
+
+        backend = _RUST_TOKENIZERS[digest] = Tokenizer.from_str(definition)
+    return backend
+
+
+_RUST_TOKENIZERS: dict[str, object] = {}  # per worker process, by definition digest
+
+
+def _definition_of(tok, method: str) -> tuple[str | None, str | None]:
+    """A fast tokenizer's Rust definition and its digest (None, None for other tokenizers)."""
+    backend = getattr(tok, "_tokenizer", None)
+    if backend is None or not hasattr(backend, method):
+        return None, None
+    definition = backend.to_str()
+    return definition, hashlib.sha1(definition.encode()).hexdigest()
+
+
 class WorkerEncoder:
     """Document encoder shipped to Spark's Python workers.
 
@@ -98,15 +120,9 @@ class WorkerEncoder:
     worker process) and reading the folder again.  Other tokenizers fall back to
     ``load_tokenizer(path)`` in the worker."""
 
-    _loaded: dict[str, object] = {}  # per worker process, by definition digest
-
     def __init__(self, path: str):
         self.path = path
-        tok = load_tokenizer(path)
-        backend = getattr(tok, "_tokenizer", None)
-        self.definition = (backend.to_str() if backend is not None and hasattr(backend, "encode_batch_fast")
-                           else None)
-        self.digest = hashlib.sha1(self.definition.encode()).hexdigest() if self.definition else None
+        self.definition, self.digest = _definition_of(load_tokenizer(path), "encode_batch_fast")
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         """Token ids of whole documents: no special tokens, no truncation."""
@@ -114,9 +130,29 @@ class WorkerEncoder:
             return []
         if self.definition is None:
             return encode_batch(load_tokenizer(self.path), texts)
-        backend = WorkerEncoder._loaded.get(self.digest)
-        if backend is None:
-            from tokenizers import Tokenizer
+        return _encode_whole(_rust_tokenizer(self.definition, self.digest), texts)
 
-            backend = WorkerEncoder._loaded[self.digest] = Tokenizer.from_str(self.definition)
-        return _encode_whole(backend, texts)
+
+class WorkerDecoder:
+    """Token ids -> text in Spark's Python workers, exactly as the driver's
+    ``tok.batch_decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=clean_up)``.
+
+    A fast tokenizer's decode is its Rust decoder followed, only when clean-up applies, by
+    ``transformers``' clean-up of spaces; without clean-up the worker decodes with the
+    ``tokenizers`` library alone (importing ``transformers`` and ``torch`` costs a worker
+    process 3-5 CPU-s).  With clean-up, or a slow tokenizer, it loads the tokenizer."""
+
+    def __init__(self, path: str, clean_up: bool | None = None):
+        self.path, self.clean_up = path, clean_up
+        tok = load_tokenizer(path)
+        applies = tok.clean_up_tokenization_spaces if clean_up is None else clean_up
+        self.definition, self.digest = (None, None) if applies else _definition_of(tok, "decode_batch")
+
+    def decode(self, id_lists: list[list[int]]) -> list[str]:
+        ids = [[int(t) for t in x] for x in id_lists]
+        if not ids:
+            return []
+        if self.definition is None:
+            return load_tokenizer(self.path).batch_decode(ids, skip_special_tokens=False,
+                                                          clean_up_tokenization_spaces=self.clean_up)
+        return _rust_tokenizer(self.definition, self.digest).decode_batch(ids, skip_special_tokens=False)

@@ -30,7 +30,7 @@ import pandas as pd
 from ..config import AuditConfig
 from ..errors import UserFacingError
 from ..tables import Tables
-from ..tokenizer import encode_batch, load_tokenizer, vocab_size
+from ..tokenizer import WorkerDecoder, WorkerEncoder, load_tokenizer, vocab_size
 
 _POSITIVE63 = 0x7FFFFFFFFFFFFFFF
 _PREPARED_DDL = (
@@ -68,8 +68,10 @@ def _import(spark, tables: Tables, run_id: str, resolved: str, fmt: str, tokeniz
     raw = _read(spark, resolved, fmt).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         selected = _select_inputs(raw, resolved)
-        prepared = selected.mapInPandas(
-            lambda batches: _prepare_batches(batches, tokenizer_path), _PREPARED_DDL)
+        # Built on the driver: workers rebuild the Rust tokenizer without importing transformers.
+        codec = (WorkerEncoder(tokenizer_path), WorkerDecoder(tokenizer_path),
+                 vocab_size(load_tokenizer(tokenizer_path)))
+        prepared = selected.mapInPandas(lambda batches: _prepare_batches(batches, *codec), _PREPARED_DDL)
         keyed = _assign_sample_ids(prepared).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             counts = {r["reason"]: int(r["count"]) for r in
@@ -170,22 +172,20 @@ def _select_inputs(raw, path: str):
     )
 
 
-def _prepare_batches(batches, tokenizer_path: str):
+def _prepare_batches(batches, encoder: WorkerEncoder, decoder: WorkerDecoder, vocab: int):
     """mapInPandas: ids (given, or tokenized from text), decoded text, skip reasons."""
-    tok = load_tokenizer(tokenizer_path)
-    vocab = vocab_size(tok)
     for pdf in batches:
-        yield prepare_records(pdf, tok, vocab)
+        yield prepare_records(pdf, encoder, decoder, vocab)
 
 
-def prepare_records(pdf: pd.DataFrame, tok, vocab: int) -> pd.DataFrame:
+def prepare_records(pdf: pd.DataFrame, encoder: WorkerEncoder, decoder: WorkerDecoder, vocab: int) -> pd.DataFrame:
     """One batch of normalised input records -> prepared rows (pure pandas, testable)."""
     n = len(pdf)
     reason = pd.Series(np.where(pdf["corrupt"].notna(), "malformed_record", None), index=pdf.index, dtype=object)
     ids = pdf["token_ids"].copy()
     from_text = ids.isna() & pdf["text"].notna()
     if from_text.any():
-        ids[from_text] = pd.Series(encode_batch(tok, pdf["text"][from_text].tolist()), index=ids.index[from_text])
+        ids[from_text] = pd.Series(encoder.encode(pdf["text"][from_text].tolist()), index=ids.index[from_text])
     present = ids.notna()
     lengths = np.zeros(n, dtype=np.int64)
     lengths[present.to_numpy()] = [len(x) for x in ids[present]]
@@ -202,12 +202,12 @@ def prepare_records(pdf: pd.DataFrame, tok, vocab: int) -> pd.DataFrame:
     prompt_ids = pdf["prompt_token_ids"].where(ok, None)
     tokenize_prompt = ok & prompt_ids.isna().to_numpy() & pdf["prompt"].notna().to_numpy()
     if tokenize_prompt.any():
-        prompt_ids[tokenize_prompt] = pd.Series(encode_batch(tok, pdf["prompt"][tokenize_prompt].tolist()),
+        prompt_ids[tokenize_prompt] = pd.Series(encoder.encode(pdf["prompt"][tokenize_prompt].tolist()),
                                                 index=pdf.index[tokenize_prompt])
     token_ids = ids.where(ok, None)
     text = pd.Series(None, index=pdf.index, dtype=object)
     if ok.any():
-        text[ok] = tok.batch_decode([list(map(int, x)) for x in token_ids[ok]])
+        text[ok] = decoder.decode(list(token_ids[ok]))
     return pd.DataFrame({
         "record_id": pdf["record_id"],
         "explicit_sample_id": pdf["explicit_sample_id"],

@@ -202,6 +202,12 @@ def test_corpus_index_is_incremental_and_exact(spark, tmp_path):
     write_corpus(spark, tables, late)
     second = build_pii_corpus_index(spark, cfg)
     assert (second["documents_scanned"], second["documents_already_scanned"]) == (2, len(docs))
+    # Two first scans of one corpus at once (two runs' pii steps) both append markers: a
+    # document marked twice is still one document.
+    tables.append("pii_corpus_scanned", tables.read("pii_corpus_scanned").where(F.col("doc_id") == "doc-g"))
+    third = build_pii_corpus_index(spark, cfg)
+    assert (third["documents_in_corpus"], third["documents_already_scanned"], third["documents_scanned"]) == (
+        len(docs) + len(late), len(docs) + len(late), 0)
 
     full_cfg = pii_config(tmp_path / "full")
     full_tables = Tables(spark, full_cfg)

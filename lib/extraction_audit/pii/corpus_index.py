@@ -93,7 +93,9 @@ def build_pii_corpus_index(spark, cfg: AuditConfig, tables: Tables | None = None
         stats["rebuilt"] = True
         scanned = tables.read("pii_corpus_scanned").where(in_corpus)
 
-    seen = docs.join(scanned.select("doc_id").withColumn("_seen", F.lit(True)), "doc_id", "left")
+    # Distinct: two first scans of one corpus at once (two runs' pii steps) both append a
+    # document's marker, and a document marked twice is still one document.
+    seen = docs.join(scanned.select("doc_id").distinct().withColumn("_seen", F.lit(True)), "doc_id", "left")
     counts = seen.agg(F.count("*").alias("all"), F.count("_seen").alias("seen")).first()
     stats["documents_in_corpus"] = counts["all"]
     stats["documents_already_scanned"] = counts["seen"]

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from conftest import CLI_TEST_SPARK_CONF
+from extraction_audit import local_cluster
 from extraction_audit.audit import run_audit
 from extraction_audit.config import load_config
 from extraction_audit.errors import UserFacingError
@@ -131,7 +132,17 @@ def test_killed_mid_generation_and_mid_match_then_rerun_on_separate_executors_eq
     assert 0 < committed.count() < run_rows(spark, cfg, "samples", "reference").count()
 
     staging = warehouse / "_staging" / run_id / "match"
+    apps_before = set(local_cluster.work_dir().glob("app-*"))
     kill_when(cli(path, "--run-id", run_id, *CLUSTER), lambda: staging.exists())
+    # The killed process's executors left their folders (a copy of every jar each); the
+    # sweep the next local-cluster session makes removes them, as no executor works there.
+    left = set(local_cluster.work_dir().glob("app-*")) - apps_before
+    assert left, "a local-cluster executor folder was expected"
+    deadline = time.time() + 60  # executors exit once they see their driver gone
+    while any(app.exists() for app in left) and time.time() < deadline:
+        local_cluster.sweep()
+        time.sleep(0.5)
+    assert not any(app.exists() for app in left)
     assert status(spark, cfg, run_id) == "running:match"
     assert "generate" in Tables(spark, cfg).read("runs").where(F.col("run_id") == run_id).collect()[0].steps_done
     generate = Tables(spark, cfg).read("run_steps").where((F.col("run_id") == run_id) & (F.col("step") == "generate"))

@@ -107,8 +107,15 @@ def _local_session(cfg: AuditConfig):
 
             log.info("resolving the Delta Lake jars from Maven Central (first run only)")
             builder = configure_spark_with_delta_pip(builder)
+        local_cluster = cfg.spark.master.startswith("local-cluster")
+        if local_cluster:
+            from . import local_cluster as leftovers
+
+            leftovers.sweep()  # folders of earlier (killed) local-cluster processes
         with _jvm_output_to(log_file):
             spark = builder.getOrCreate()
+        if local_cluster:
+            leftovers.sweep_after(spark)
         if not jars:
             _remember_delta_jars(spark.sparkContext.getConf().get("spark.jars", ""))
     spark.sparkContext.setLogLevel(cfg.spark.log_level)

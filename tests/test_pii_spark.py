@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -156,6 +157,16 @@ def test_pii_stage_end_to_end(spark, tmp_path):
     assert stats["lookup"]["searched"] == stats["lookup"]["distinct_values"] == len({r["value_key"] for r in found.values()})
     assert stats["in_control"] == 3  # the card and both "Jane Smith" findings
     assert stats["in_extracted_passage"] == 1 and stats["passages"]["samples_offsets_mismatch"] == 0
+    # The step's counts are those of the rows it wrote.
+    rows = list(found.values())
+    keys = lambda where: len({r["value_key"] for r in rows if where(r)})  # noqa: E731
+    assert {k: stats[k] for k in ("distinct_values", "distinct_values_in_corpus", "distinct_values_found_by_search",
+                                  "linked_in_same_doc", "findings_by_type", "findings_by_lookup")} == {
+        "distinct_values": keys(lambda r: True), "distinct_values_in_corpus": keys(lambda r: r["in_corpus"]),
+        "distinct_values_found_by_search": keys(lambda r: r["corpus_lookup"] == "search"),
+        "linked_in_same_doc": sum(bool(r["linked_in_same_doc"]) for r in rows),
+        "findings_by_type": dict(Counter(r["entity_type"] for r in rows)),
+        "findings_by_lookup": dict(Counter(r["corpus_lookup"] for r in rows))}
 
     # raw values are nowhere in the data files, nor in the Delta log's statistics
     warehouse = Path(tables.warehouse)

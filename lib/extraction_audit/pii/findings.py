@@ -217,24 +217,30 @@ def _run_pii(spark, cfg: AuditConfig, tables: Tables, settings: DetectionSetting
 
 
 def _summary(tables: Tables, run_id: str) -> dict:
-    """Counts read back from the written findings (cheap: one run's partition)."""
+    """Counts read back from the written findings (one run's partition), in one grouped query:
+    a value's key is keyed by its entity type and its corpus lookup is one per value, so each
+    value falls in exactly one (entity_type, corpus_lookup) group and the groups' distinct
+    counts add up."""
     from pyspark.sql import functions as F
 
     written = tables.read("pii_findings").where(F.col("run_id") == run_id)
-    row = written.agg(
+    groups = written.groupBy("entity_type", "corpus_lookup").agg(
         F.count("*").alias("findings"),
         F.countDistinct("value_key").alias("distinct_values"),
         F.countDistinct(F.when(F.col("in_corpus"), F.col("value_key"))).alias("distinct_values_in_corpus"),
         F.count(F.when(F.col("linked_in_same_doc"), True)).alias("linked_in_same_doc"),
         F.count(F.when(F.col("passage_id").isNotNull(), True)).alias("in_extracted_passage"),
         F.count(F.when(F.col("in_control"), True)).alias("in_control"),
-        F.countDistinct(F.when(F.col("corpus_lookup") == "search", F.col("value_key"))).alias(
-            "distinct_values_found_by_search"),
-    ).first().asDict()
-    by = written.groupBy("entity_type", "corpus_lookup").count().collect()
+    ).collect()
+    totals = ("findings", "distinct_values", "distinct_values_in_corpus", "linked_in_same_doc",
+              "in_extracted_passage", "in_control")
+    row: dict = {k: sum(int(g[k]) for g in groups) for k in totals}
+    row["distinct_values_found_by_search"] = sum(int(g["distinct_values"]) for g in groups
+                                                 if g["corpus_lookup"] == "search")
     row["findings_by_type"] = {}
     row["findings_by_lookup"] = {}
-    for r in by:
-        row["findings_by_type"][r["entity_type"]] = row["findings_by_type"].get(r["entity_type"], 0) + r["count"]
-        row["findings_by_lookup"][r["corpus_lookup"]] = row["findings_by_lookup"].get(r["corpus_lookup"], 0) + r["count"]
+    for g in groups:
+        row["findings_by_type"][g["entity_type"]] = row["findings_by_type"].get(g["entity_type"], 0) + g["findings"]
+        row["findings_by_lookup"][g["corpus_lookup"]] = (row["findings_by_lookup"].get(g["corpus_lookup"], 0)
+                                                         + g["findings"])
     return row

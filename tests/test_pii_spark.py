@@ -92,6 +92,38 @@ def train_test_tokenizer(folder: Path) -> str:
     return str(folder)
 
 
+def test_passage_spans_decode_with_the_rust_tokenizer_and_fall_back(tmp_path, monkeypatch):
+    """Token offsets -> character offsets through the folder's Rust tokenizer; where it does
+    not give a sample's text back, through the full tokenizer; a foreign text not at all."""
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    from extraction_audit.pii import passages
+
+    tok_dir = train_test_tokenizer(tmp_path / "tok")
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    ids = tok(SAMPLES[0], add_special_tokens=False)["input_ids"]
+    assert passages._rust_decoder(tok_dir)(ids) == tok.decode(ids, skip_special_tokens=False) == SAMPLES[0]
+    batch = pd.DataFrame({"sample_id": [0, 1], "token_ids": [ids, ids], "text": [SAMPLES[0], "another text"],
+                          "start": [2, 2], "end": [5, 5], "passage_id": ["p0", "p1"]})
+    expected = (len(tok.decode(ids[:2])), len(tok.decode(ids[:5])))
+
+    def spans():
+        out = next(passages._span_batches(tok_dir)(iter([batch]))).set_index("sample_id")
+        assert pd.isna(out.loc[1, "p_char_start"]) and pd.isna(out.loc[1, "p_char_end"])
+        return int(out.loc[0, "p_char_start"]), int(out.loc[0, "p_char_end"])
+
+    assert spans() == expected
+    rust_calls = []
+
+    def disagreeing(path):  # a Rust decoder that does not give the text back
+        rust_calls.append(path)
+        return lambda token_ids: "not the text"
+
+    monkeypatch.setattr(passages, "_rust_decoder", disagreeing)
+    assert spans() == expected and rust_calls == [tok_dir]
+
+
 def test_pii_stage_end_to_end(spark, tmp_path):
     """Lookups (index and second chance), linkage, passages, control, no raw values on
     disk, idempotent re-run, redacted view, and the search limit."""

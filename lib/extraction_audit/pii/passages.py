@@ -11,6 +11,7 @@ Reads: ``passage_occurrences``, ``samples`` (token_ids, text).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterator
 
 import pandas as pd
@@ -21,12 +22,14 @@ from ..tables import Tables
 PASSAGE_SPANS_DDL = "sample_id BIGINT, passage_id STRING, p_char_start INT, p_char_end INT"
 
 
-def _decoder(tok, ids, text):
-    """A prefix decoder consistent with ``text``, or None when no decode setting gives it."""
-    for cleanup in (False, True):
-        if tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=cleanup) == text:
-            def prefix_chars(i: int, cleanup=cleanup) -> int:
-                prefix = tok.decode(ids[:i], skip_special_tokens=False, clean_up_tokenization_spaces=cleanup)
+def _decoder(decoders, ids, text):
+    """A prefix decoder consistent with ``text``, or None when no decoder gives it back.
+    ``decoders``: functions ids -> text, tried in order (each built when first tried)."""
+    for make in decoders:
+        decode = make()
+        if decode is not None and decode(ids) == text:
+            def prefix_chars(i: int, decode=decode) -> int:
+                prefix = decode(ids[:i])
                 n = len(prefix)
                 while n and prefix[n - 1] == "\ufffd" and (n > len(text) or text[n - 1] != "\ufffd"):
                     n -= 1  # a multi-byte character split across tokens belongs to the next token
@@ -35,19 +38,44 @@ def _decoder(tok, ids, text):
     return None
 
 
+def _rust_decoder(tokenizer_path: str):
+    """The folder's ``tokenizer.json`` decoded with the ``tokenizers`` library alone, or None."""
+    definition = Path(tokenizer_path) / "tokenizer.json"
+    if not definition.is_file():
+        return None
+    from tokenizers import Tokenizer
+
+    backend = Tokenizer.from_file(str(definition))
+    return lambda ids: backend.decode(ids, skip_special_tokens=False)
+
+
 def _span_batches(tokenizer_path: str):
+    """Each sample's text is decoded first with the Rust tokenizer of the folder's
+    ``tokenizer.json`` (no ``transformers`` or ``torch`` import: 3-5 CPU-s per worker
+    process), then, only for a sample that decoding does not give back, with the full
+    tokenizer without and with clean-up of spaces.  Offsets come only from a decoder whose
+    whole decode equals the stored text."""
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        from functools import lru_cache
+
         from ..tokenizer import load_tokenizer
 
-        tok = load_tokenizer(tokenizer_path)
+        rust = lru_cache(maxsize=1)(lambda: _rust_decoder(tokenizer_path))
+
+        def full(cleanup: bool):
+            tok = load_tokenizer(tokenizer_path)
+            return lambda ids: tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=cleanup)
+
+        decoders = (rust, lambda: full(False), lambda: full(True))
         for batch in batches:
-            rows, decoders = [], {}
+            rows, by_sample = [], {}
             for sample_id, ids, text, start, end, passage_id in zip(
                     batch["sample_id"], batch["token_ids"], batch["text"], batch["start"], batch["end"],
                     batch["passage_id"]):
-                if sample_id not in decoders:
-                    decoders[sample_id] = _decoder(tok, [int(t) for t in ids], text) if ids is not None and text else None
-                prefix_chars = decoders[sample_id]
+                if sample_id not in by_sample:
+                    by_sample[sample_id] = (_decoder(decoders, [int(t) for t in ids], text)
+                                            if ids is not None and text else None)
+                prefix_chars = by_sample[sample_id]
                 if prefix_chars is None:
                     rows.append((sample_id, passage_id, None, None))
                 else:

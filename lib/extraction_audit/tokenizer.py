@@ -45,6 +45,18 @@ def load_tokenizer(path: str):
     return tok
 
 
+@lru_cache(maxsize=8)
+def folder_rust_tokenizer(path: str):
+    """The ``tokenizers`` object of a folder's ``tokenizer.json``, built once per process
+    without importing ``transformers``; None when the folder has none."""
+    definition = Path(path) / "tokenizer.json"
+    if not definition.is_file():
+        return None
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(definition))
+
+
 def vocab_size(tok) -> int:
     return max(len(tok), int(getattr(tok, "vocab_size", 0) or 0))
 

@@ -11,7 +11,6 @@ Reads: ``passage_occurrences``, ``samples`` (token_ids, text).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterator
 
 import pandas as pd
@@ -39,14 +38,12 @@ def _decoder(decoders, ids, text):
 
 
 def _rust_decoder(tokenizer_path: str):
-    """The folder's ``tokenizer.json`` decoded with the ``tokenizers`` library alone, or None."""
-    definition = Path(tokenizer_path) / "tokenizer.json"
-    if not definition.is_file():
-        return None
-    from tokenizers import Tokenizer
+    """The folder's ``tokenizer.json`` decoded with the ``tokenizers`` library alone (built
+    once per worker process, not per task), or None."""
+    from ..tokenizer import folder_rust_tokenizer
 
-    backend = Tokenizer.from_file(str(definition))
-    return lambda ids: backend.decode(ids, skip_special_tokens=False)
+    backend = folder_rust_tokenizer(tokenizer_path)
+    return None if backend is None else (lambda ids: backend.decode(ids, skip_special_tokens=False))
 
 
 def _span_batches(tokenizer_path: str):
